@@ -1,0 +1,103 @@
+"""Reference portraits: loading, the one-time face analysis, and its cache.
+
+A portrait is analysed once (mediapipe face mesh, 478 points); the landmarks are
+cached beside the image as `<name>.landmarks.npy` so later sessions start at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_AVATAR = ASSETS / "default.png"
+
+
+class NoFaceError(ValueError):
+    """The image holds no face the renderer can animate."""
+
+
+@dataclass(frozen=True)
+class Portrait:
+    """A square RGB reference image and its face landmarks (pixel coordinates)."""
+
+    image: np.ndarray  # (S, S, 3) uint8 RGB
+    landmarks: np.ndarray  # (478, 2) float32, x then y
+
+    @property
+    def size(self) -> int:
+        return self.image.shape[0]
+
+
+def detect_landmarks(image: np.ndarray) -> np.ndarray:
+    """Run the face mesh once on an RGB image; raise NoFaceError when there is none."""
+    import mediapipe as mp  # heavy import, only needed for portraits not yet analysed
+
+    with mp.solutions.face_mesh.FaceMesh(
+        static_image_mode=True, refine_landmarks=True, max_num_faces=1, min_detection_confidence=0.5
+    ) as mesh:
+        result = mesh.process(np.ascontiguousarray(image))
+    if not result.multi_face_landmarks:
+        raise NoFaceError("no face was found in the image; use a clear, front-facing portrait")
+    h, w = image.shape[:2]
+    points = [(p.x * w, p.y * h) for p in result.multi_face_landmarks[0].landmark]
+    return np.asarray(points, np.float32)
+
+
+def crop_to_face(image: np.ndarray, landmarks: np.ndarray, size: int) -> np.ndarray:
+    """A square crop around the face (head and shoulders), resized to size x size."""
+    lo, hi = landmarks.min(0), landmarks.max(0)
+    face_h = float(hi[1] - lo[1])
+    side = int(round(min(2.3 * face_h, *image.shape[:2])))
+    cx, cy = (lo + hi) / 2
+    x0 = int(np.clip(round(cx - side / 2), 0, image.shape[1] - side))
+    y0 = int(np.clip(round(cy - side * 0.45), 0, image.shape[0] - side))
+    crop = image[y0 : y0 + side, x0 : x0 + side]
+    return cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA)
+
+
+def prepare_portrait(image: np.ndarray, size: int = 512) -> Portrait:
+    """Crop any RGB photo to the face, resize, and analyse it."""
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise NoFaceError("the image must be a colour photo")
+    cropped = crop_to_face(image, detect_landmarks(image), size)
+    face_w = np.ptp(detect_landmarks(cropped)[:, 0])
+    if face_w < size * 0.15:
+        raise NoFaceError("the face is too small in this image; use a closer portrait")
+    return Portrait(cropped, detect_landmarks(cropped))
+
+
+def cache_path(image_path: Path) -> Path:
+    return image_path.with_suffix(".landmarks.npy")
+
+
+def load_portrait(path: Path, size: int = 512) -> Portrait:
+    """Load an already prepared portrait, analysing it once if it has no cached landmarks."""
+    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise NoFaceError(f"cannot read image {path.name}")
+    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    if rgb.shape[:2] != (size, size):
+        rgb = cv2.resize(rgb, (size, size), interpolation=cv2.INTER_AREA)
+    cached = cache_path(path)
+    if cached.exists():
+        landmarks = np.load(cached)
+    else:
+        landmarks = detect_landmarks(rgb)
+        np.save(cached, landmarks)
+    return Portrait(rgb, landmarks.astype(np.float32))
+
+
+def default_source() -> np.ndarray:
+    """The public-domain astronaut photo that the bundled default avatar is cut from."""
+    import skimage.data
+
+    return skimage.data.astronaut()
+
+
+def image_digest(image: np.ndarray) -> str:
+    return hashlib.sha256(image.tobytes()).hexdigest()[:16]

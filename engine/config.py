@@ -1,0 +1,23 @@
+"""Engine configuration, passed from the server to each worker at spawn time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FPS = 25
+SAMPLE_RATE = 48_000
+SAMPLES_PER_FRAME = SAMPLE_RATE // FPS  # 1920: one video frame of audio
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine renders; one instance shared by all workers."""
+
+    size: int = 512
+    """Output frames are size x size pixels."""
+    chunk_frames: int = 2
+    """Frames rendered per request; the audio latency the chunk loop adds is this x 40 ms."""
+    ring_slots: int = 48
+    """Frame slots in each worker's shared-memory ring (each holds one I420 frame)."""
+    seed: int = 0
+    """Seed of the generated idle motion; sessions derive their own from it."""

@@ -1,0 +1,172 @@
+"""How motion coefficients move the portrait's face landmarks (a linear 2D face rig).
+
+Every coefficient becomes a basis of control-point displacements, in pixels of the
+reference; a frame's displacement is the closure term plus the coefficient-weighted
+sum of the bases. The rig is linear so the renderer can precompute dense fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import motion
+
+UPPER_INNER = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308]
+LOWER_INNER = [78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308]
+UPPER_OUTER = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291]
+LOWER_OUTER = [61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291]
+# Eyes, paired upper/lower lid points; "r" is the subject's right (image left).
+EYE_R_UPPER, EYE_R_LOWER = [246, 161, 160, 159, 158, 157, 173], [7, 163, 144, 145, 153, 154, 155]
+EYE_L_UPPER, EYE_L_LOWER = [466, 388, 387, 386, 385, 384, 398], [249, 390, 373, 374, 380, 381, 382]
+EYE_R_CREASE = ([247, 30, 29, 27, 28, 56, 190], [113, 225, 224, 223, 222, 221, 189])
+EYE_L_CREASE = ([467, 260, 259, 257, 258, 286, 414], [342, 445, 444, 443, 442, 441, 413])
+EYE_CORNERS = [33, 133, 263, 362]
+BROWS = [70, 63, 105, 66, 107, 46, 53, 52, 65, 55, 300, 293, 334, 296, 336, 276, 283, 282, 295, 285]
+JAW = [132, 58, 172, 136, 150, 149, 176, 148, 152, 377, 400, 378, 379, 365, 397, 288, 361,
+       175, 199, 200, 18, 83, 313, 201, 421, 208, 428, 32, 262, 171, 396, 140, 369, 43, 273, 106, 335,
+       182, 406, 204, 424, 57, 287]
+ANCHORS = [10, 151, 9, 8, 168, 6, 197, 195, 5, 4, 1, 2, 98, 327, 50, 280, 101, 330, 123, 352,
+           234, 454, 93, 323, 127, 356, 162, 389, 21, 251, 54, 284, 103, 332, 67, 297, 109, 338,
+           205, 425, 36, 266, 142, 371, 164, 167, 393]
+LIPS = sorted(set(UPPER_INNER + LOWER_INNER + UPPER_OUTER + LOWER_OUTER))
+EYES = EYE_R_UPPER + EYE_R_LOWER + EYE_L_UPPER + EYE_L_LOWER + EYE_CORNERS
+CREASES = [i for ring in EYE_R_CREASE + EYE_L_CREASE for i in ring]
+CONTROL = sorted(set(LIPS + EYES + CREASES + BROWS + JAW + ANCHORS))
+
+JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths
+RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / this
+CLOSE_OUTER = 0.35  # share of the lip closure that the outer lip contour follows
+
+
+@dataclass(frozen=True)
+class FaceFrame:
+    """Axes and scale of one portrait's face."""
+
+    mouth_center: np.ndarray
+    mouth_width: float
+    down: np.ndarray   # unit vector from between the eyes to the chin
+    right: np.ndarray  # unit vector towards the image right
+    chin_depth: float  # distance from mouth centre to chin along `down`
+    half_width: float  # half the face width at mouth height
+
+    @classmethod
+    def of(cls, lm: np.ndarray) -> "FaceFrame":
+        centre = (lm[13] + lm[14]) / 2
+        eyes = (lm[33] + lm[263]) / 2
+        down = (lm[152] - eyes) / np.linalg.norm(lm[152] - eyes)
+        right = np.array([-down[1], down[0]], np.float32)
+        return cls(
+            mouth_center=centre,
+            mouth_width=float(np.linalg.norm(lm[291] - lm[61])),
+            down=down.astype(np.float32),
+            right=right,
+            chin_depth=float((lm[152] - centre) @ down),
+            half_width=float(abs((lm[454] - lm[234]) @ right) / 2),
+        )
+
+
+class FaceRig:
+    """Control points of one portrait and the displacement basis of each coefficient."""
+
+    def __init__(self, landmarks: np.ndarray):
+        self.lm = landmarks.astype(np.float32)
+        self.frame = FaceFrame.of(self.lm)
+        self.index = {lm_id: row for row, lm_id in enumerate(CONTROL)}
+        self.points = self.lm[CONTROL]
+        self.closure = self._closure()
+        self.jaw_only = self._jaw()  # kept apart: the lower teeth follow the jaw alone
+        self.bases = np.zeros((motion.DIM, len(CONTROL), 2), np.float32)
+        for name, basis in self._mouth_bases().items():
+            self.bases[motion.INDEX[name]] = basis
+        self.bases[motion.INDEX["jaw_open"]] = self.jaw_only
+        self.bases[motion.INDEX["blink_r"]] = self._blink(EYE_R_UPPER, EYE_R_LOWER, EYE_R_CREASE)
+        self.bases[motion.INDEX["blink_l"]] = self._blink(EYE_L_UPPER, EYE_L_LOWER, EYE_L_CREASE)
+        self.bases[motion.INDEX["brow"]] = self._brow()
+
+    def displacement(self, coeffs: np.ndarray) -> np.ndarray:
+        """Control-point displacements (C, 2) for one motion frame.
+
+        The closure fades as the jaw opens: a speaking mouth shows the upper teeth
+        the way the reference shows them, rather than keeping them under the lip.
+        """
+        release = min(1.0, max(0.0, float(coeffs[motion.INDEX["jaw_open"]]) * RELEASE_RATE))
+        return self.closure * (1 - release) + np.tensordot(coeffs, self.bases, axes=1)
+
+    # --- bases -----------------------------------------------------------------
+    def _zeros(self) -> np.ndarray:
+        return np.zeros((len(CONTROL), 2), np.float32)
+
+    def _set(self, out: np.ndarray, ids: list[int], vectors: np.ndarray) -> None:
+        for lm_id, vec in zip(ids, vectors):
+            out[self.index[lm_id]] += vec
+
+    def _lateral(self, ids: list[int]) -> np.ndarray:
+        """Signed horizontal offset of each point from the mouth centre, in half mouth widths."""
+        f = self.frame
+        return ((self.lm[ids] - f.mouth_center) @ f.right) / (f.mouth_width / 2)
+
+    def _closure(self) -> np.ndarray:
+        """Brings the reference's parted inner lips together: the neutral mouth is closed."""
+        out = self._zeros()
+        gap = ((self.lm[LOWER_INNER] - self.lm[UPPER_INNER]) @ self.frame.down).clip(0)[:, None]
+        half = 0.5 * gap * self.frame.down
+        self._set(out, UPPER_INNER[1:-1], half[1:-1])
+        self._set(out, LOWER_INNER[1:-1], -half[1:-1])
+        self._set(out, UPPER_OUTER[1:-1], CLOSE_OUTER * half[1:-1])
+        self._set(out, LOWER_OUTER[1:-1], -CLOSE_OUTER * half[1:-1])
+        return out
+
+    def _jaw(self) -> np.ndarray:
+        f = self.frame
+        drop = JAW_DROP * f.mouth_width * f.down
+        out = self._zeros()
+        rel = self.points - f.mouth_center
+        depth = (rel @ f.down) / f.chin_depth
+        side = np.abs(rel @ f.right) / f.half_width
+        weight = np.clip(depth * 1.4, 0, 1.15) * np.clip(1 - side**2, 0, 1)
+        weight[[self.index[i] for i in ANCHORS + EYES + CREASES + BROWS]] = 0
+        out += weight[:, None] * drop
+        lips_low = [i for i in LOWER_INNER + LOWER_OUTER if i not in (61, 291, 78, 308)]
+        for lm_id in lips_low:
+            out[self.index[lm_id]] = drop
+        for lm_id in (61, 291, 78, 308):
+            out[self.index[lm_id]] = 0.45 * drop
+        self._set(out, UPPER_INNER[1:-1], np.tile(-0.06 * drop, (9, 1)))
+        return out
+
+    def _mouth_bases(self) -> dict[str, np.ndarray]:
+        f, w = self.frame, self.frame.mouth_width
+        ids = LIPS
+        lat = self._lateral(ids)[:, None]
+        centre = np.clip(1 - np.abs(lat), 0, 1) ** 0.7
+        upper = np.array([i in UPPER_INNER + UPPER_OUTER for i in ids])[:, None]
+        outer = np.array([i in UPPER_OUTER + LOWER_OUTER for i in ids])[:, None]
+        vert = np.where(upper, -1.0, 1.0)
+        bases = {name: self._zeros() for name in ("lip_width", "lip_round", "upper_lip", "lower_lip", "smile")}
+        self._set(bases["lip_width"], ids, 0.12 * w * lat * f.right)
+        round_v = -0.20 * w * lat * f.right + 0.05 * w * centre * vert * outer * f.down
+        self._set(bases["lip_round"], ids, round_v)
+        self._set(bases["upper_lip"], ids, -0.09 * w * centre * upper * f.down)
+        self._set(bases["lower_lip"], ids, 0.09 * w * centre * ~upper * f.down)
+        corner = np.clip(np.abs(lat), 0, 1) ** 2
+        self._set(bases["smile"], ids, -0.08 * w * corner * f.down + 0.03 * w * lat * corner * f.right)
+        return bases
+
+    def _blink(self, upper: list[int], lower: list[int], crease) -> np.ndarray:
+        out = self._zeros()
+        gap = ((self.lm[lower] - self.lm[upper]) @ self.frame.down).clip(0)[:, None] * self.frame.down
+        self._set(out, upper, 0.92 * gap)
+        self._set(out, lower, -0.08 * gap)
+        self._set(out, crease[0], 0.55 * gap)
+        self._set(out, crease[1], 0.2 * gap)
+        return out
+
+    def _brow(self) -> np.ndarray:
+        out = self._zeros()
+        lift = -0.07 * self.frame.mouth_width * self.frame.down
+        self._set(out, BROWS, np.tile(lift, (len(BROWS), 1)))
+        crease = EYE_R_CREASE[1] + EYE_L_CREASE[1]
+        self._set(out, crease, np.tile(0.4 * lift, (len(crease), 1)))
+        return out

@@ -1,0 +1,1 @@
+"""Modules: one model each (or one procedural stand-in, named as such)."""

@@ -1,0 +1,104 @@
+"""The default decoder: warps a reference portrait by motion coefficients.
+
+Per frame: a TPS field over the face (jaw, lips, lids, brows) from precomputed
+bases, inverted to a backward map and applied with one remap of the face box; the
+mouth interior is painted where the lips part; then a soft-masked head motion
+(yaw, pitch, roll, breathing) moves head and shoulders with one full-frame remap.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from .. import motion
+from ..avatar import Portrait
+from ..face_model import FaceRig
+from ..mouth_interior import build_atlas, composite
+from ..warp import TpsGrid, invert
+
+GRID_STEP = 2  # pixels between TPS grid points; the map is upsampled from it
+
+
+def _box(points: np.ndarray, pad: float, size: int, step: int) -> tuple[int, int, int, int]:
+    lo, hi = points.min(0), points.max(0)
+    margin = pad * (hi - lo)
+    x0, y0 = np.maximum(0, np.floor(lo - margin)).astype(int)
+    x1, y1 = np.minimum(size - 1, np.ceil(hi + margin)).astype(int)
+    # Whole grid cells, so the upsampled map lines up with the pixels.
+    x1 = x0 + (x1 - x0) // step * step
+    y1 = y0 + (y1 - y0) // step * step
+    return int(x0), int(y0), int(x1), int(y1)
+
+
+class PortraitRenderer:
+    """Renders one portrait; build once per avatar, call `render` per frame."""
+
+    def __init__(self, portrait: Portrait):
+        self.image = portrait.image
+        self.size = portrait.size
+        self.rig = FaceRig(portrait.landmarks)
+        self.face_box = _box(portrait.landmarks, 0.18, self.size, GRID_STEP)
+        border = self._box_border(self.face_box)
+        centres = np.vstack([self.rig.points, border])
+        self._border_count = len(border)
+        self.tps = TpsGrid(centres, self.face_box, GRID_STEP)
+        f = self.rig.frame
+        mouth_pts = np.array([f.mouth_center - 0.9 * f.mouth_width, f.mouth_center + 0.9 * f.mouth_width])
+        self.mouth_box = _box(mouth_pts, 0.0, self.size, 1)
+        self.atlas = build_atlas(self.rig, self.image, self.mouth_box)
+        self._head = self._head_bases(portrait.landmarks)
+        ident = np.mgrid[0 : self.size, 0 : self.size].astype(np.float32)
+        self._ident_x, self._ident_y = ident[1], ident[0]
+
+    def _box_border(self, box) -> np.ndarray:
+        """Fixed points along the face box so the field fades to zero at its edges."""
+        x0, y0, x1, y1 = box
+        t = np.linspace(0, 1, 7)[:-1]
+        top = np.stack([x0 + t * (x1 - x0), np.full_like(t, y0)], 1)
+        right = np.stack([np.full_like(t, x1), y0 + t * (y1 - y0)], 1)
+        bottom = np.stack([x1 - t * (x1 - x0), np.full_like(t, y1)], 1)
+        left = np.stack([np.full_like(t, x0), y1 - t * (y1 - y0)], 1)
+        return np.vstack([top, right, bottom, left]).astype(np.float32)
+
+    def _head_bases(self, lm: np.ndarray) -> dict[str, np.ndarray]:
+        """Full-frame displacement per unit of yaw, pitch, roll and breath, under a soft head mask."""
+        yy, xx = np.mgrid[0 : self.size, 0 : self.size].astype(np.float32)
+        lo, hi = lm.min(0), lm.max(0)
+        centre, half = (lo + hi) / 2, (hi - lo) / 2
+        r = np.sqrt(((xx - centre[0]) / (1.9 * half[0])) ** 2 + ((yy - centre[1]) / (1.7 * half[1])) ** 2)
+        mask = np.clip(1.6 - r, 0, 1) ** 1.5
+        mask = cv2.GaussianBlur(mask, (0, 0), 9)
+        neck = np.array([centre[0], hi[1] + 0.3 * half[1]])
+        face_w = 2 * half[0]
+        body = np.clip((yy - hi[1]) / (0.5 * self.size), 0, 1) * 0.7  # shoulders rise with breath
+        return {
+            "head_yaw": np.stack([mask * face_w * 0.9, np.zeros_like(mask)], -1),
+            "head_pitch": np.stack([np.zeros_like(mask), mask * face_w * 0.9], -1),
+            "head_roll": np.stack([-(yy - neck[1]) * mask, (xx - neck[0]) * mask], -1),
+            "breath": np.stack([np.zeros_like(mask), -(0.012 * self.size) * np.maximum(mask, body)], -1),
+        }
+
+    def render(self, coeffs: np.ndarray) -> np.ndarray:
+        """One RGB frame (size, size, 3) uint8 for a motion vector of length motion.DIM."""
+        frame = self.image.copy()
+        disp = self.rig.displacement(coeffs)
+        self._warp_face(frame, disp)
+        jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[self.rig.index[14]]
+        composite(frame, self.rig, self.atlas, self.mouth_box, disp, jaw)
+        return self._move_head(frame, coeffs)
+
+    def _warp_face(self, frame: np.ndarray, disp: np.ndarray) -> None:
+        values = np.vstack([disp, np.zeros((self._border_count, 2), np.float32)])
+        forward = self.tps.field(values)
+        source = invert(forward, self.tps.grid, GRID_STEP)
+        x0, y0, x1, y1 = self.face_box
+        full = cv2.resize(source, (x1 - x0 + 1, y1 - y0 + 1), interpolation=cv2.INTER_LINEAR)
+        frame[y0 : y1 + 1, x0 : x1 + 1] = cv2.remap(
+            self.image, full[..., 0], full[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
+
+    def _move_head(self, frame: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
+        d = sum(coeffs[motion.INDEX[k]] * basis for k, basis in self._head.items())
+        return cv2.remap(frame, self._ident_x - d[..., 0], self._ident_y - d[..., 1],
+                         cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
