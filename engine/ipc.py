@@ -1,0 +1,90 @@
+"""Messages between the server's EngineClient and an EngineWorker, and the frame ring.
+
+Control messages are small picklable dataclasses over a pipe. Frames never travel
+in them: the worker writes each frame into a slot of a preallocated shared-memory
+ring that the server owns and allocates, and only slot numbers cross the pipe.
+This module imports no torch; the server uses it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from multiprocessing import shared_memory
+
+import numpy as np
+
+
+@dataclass
+class ReadyEvent:
+    worker: int
+    pid: int
+
+
+@dataclass
+class OpenSessionRequest:
+    session_id: str
+    avatar: str  # path to a prepared portrait
+    seed: int
+
+
+@dataclass
+class SessionOpenedEvent:
+    session_id: str
+
+
+@dataclass
+class RenderRequest:
+    session_id: str
+    chunk_id: int
+    first_frame: int
+    pcm: bytes  # 48 kHz mono int16, frames x 1920 samples
+    slots: list[int]
+
+
+@dataclass
+class FramesReadyEvent:
+    session_id: str
+    chunk_id: int
+    slots: list[int]
+    jaw: list[float] = field(default_factory=list)  # per frame, for stats and tests
+
+
+@dataclass
+class CloseSessionRequest:
+    session_id: str
+
+
+@dataclass
+class SessionErrorEvent:
+    session_id: str
+    code: str
+    message: str
+
+
+@dataclass
+class ShutdownRequest:
+    pass
+
+
+class FrameRing:
+    """Fixed slots of I420 frames in shared memory; create in the server, attach in the worker."""
+
+    def __init__(self, size: int, slots: int, name: str | None = None):
+        self.size, self.slots = size, slots
+        self.frame_shape = (size * 3 // 2, size)
+        nbytes = slots * self.frame_shape[0] * self.frame_shape[1]
+        if name is None:
+            self.shm = shared_memory.SharedMemory(create=True, size=nbytes)
+        else:
+            self.shm = shared_memory.SharedMemory(name=name, track=False)
+        self.array = np.ndarray((slots, *self.frame_shape), np.uint8, buffer=self.shm.buf)
+
+    @property
+    def name(self) -> str:
+        return self.shm.name
+
+    def close(self, unlink: bool = False) -> None:
+        del self.array
+        self.shm.close()
+        if unlink:
+            self.shm.unlink()

@@ -1,0 +1,65 @@
+"""Stage: a typed step of the Pipeline, coordinating one or more Modules.
+
+Each stage declares its input and output dataclass; `run` is a pure function of
+the input and the stage's slice of the RollingState.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+@dataclass
+class AudioChunk:
+    """Audio for `frames` video frames, 48 kHz mono int16, starting at frame `first_frame`."""
+
+    first_frame: int
+    frames: int
+    pcm: np.ndarray
+    tag: Any = None
+    """Opaque to the stages; handed to the publish sink (e.g. the ring slots to fill)."""
+
+
+@dataclass
+class AudioFeatures:
+    """Per-frame audio features (frames, F) plus the chunk they came from."""
+
+    chunk: AudioChunk
+    features: np.ndarray
+
+
+@dataclass
+class MotionChunk:
+    """Per-frame motion coefficients (frames, motion.DIM)."""
+
+    first_frame: int
+    coeffs: np.ndarray
+    tag: Any = None
+
+
+@dataclass
+class FrameChunk:
+    """Rendered frames, I420 planar (frames, size * 3 // 2, size) uint8, and their motion."""
+
+    first_frame: int
+    frames: np.ndarray
+    coeffs: np.ndarray
+    tag: Any = None
+
+
+class Stage(Generic[In, Out]):
+    """One step of the chunk loop."""
+
+    name = "stage"
+
+    def init_state(self, state: dict[str, Any], seed: int) -> None:
+        """Fill this stage's slice of a new session's RollingState."""
+
+    def run(self, data: In, state: dict[str, Any]) -> Out:
+        raise NotImplementedError

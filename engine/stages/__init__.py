@@ -1,0 +1,1 @@
+"""Stages of the chunk loop, one file each."""

@@ -1,0 +1,24 @@
+"""Decode: motion coefficients -> I420 frames, with the portrait renderer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..modules.portrait_renderer import PortraitRenderer
+from ..stage import FrameChunk, MotionChunk, Stage
+
+
+class DecodeStage(Stage[MotionChunk, FrameChunk]):
+    name = "decode"
+
+    def __init__(self, renderer: PortraitRenderer):
+        self.renderer = renderer
+
+    def run(self, data: MotionChunk, state: dict[str, Any]) -> FrameChunk:
+        frames = np.stack(
+            [cv2.cvtColor(self.renderer.render(c), cv2.COLOR_RGB2YUV_I420) for c in data.coeffs]
+        )
+        return FrameChunk(data.first_frame, frames, data.coeffs, data.tag)

@@ -1,0 +1,110 @@
+"""EngineWorker: a spawned process that runs Pipelines for the sessions placed on it.
+
+It attaches to its frame ring, preloads the default avatar, says ready, then serves
+requests in arrival order. A failure inside one session ends that session with an
+error event; the worker goes on serving the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import numpy as np
+
+from .avatar import DEFAULT_AVATAR, NoFaceError
+from .config import SAMPLES_PER_FRAME, EngineConfig
+from .ipc import (
+    CloseSessionRequest, FrameRing, FramesReadyEvent, OpenSessionRequest, ReadyEvent,
+    RenderRequest, SessionErrorEvent, SessionOpenedEvent, ShutdownRequest,
+)
+from .pipeline import Pipeline
+from .stage import AudioChunk, FrameChunk
+from .state import RollingState
+
+log = logging.getLogger("engine.worker")
+JAW = 0  # motion.INDEX["jaw_open"]
+
+
+class EngineWorker:
+    """Serves one pipe; see the module docstring."""
+
+    def __init__(self, index: int, conn: Connection, ring_name: str, config: EngineConfig):
+        self.index, self.conn, self.config = index, conn, config
+        self.ring = FrameRing(config.size, config.ring_slots, ring_name)
+        self.pipelines: dict[str, Pipeline] = {}  # by avatar path: analysis is per avatar, not per session
+        self.sessions: dict[str, RollingState] = {}
+
+    def pipeline(self, avatar: str) -> Pipeline:
+        if avatar not in self.pipelines:
+            self.pipelines[avatar] = Pipeline.for_avatar(Path(avatar))
+        return self.pipelines[avatar]
+
+    def serve(self) -> None:
+        self.pipeline(str(DEFAULT_AVATAR))
+        self.conn.send(ReadyEvent(self.index, os.getpid()))
+        while True:
+            message = self.conn.recv()
+            if isinstance(message, ShutdownRequest):
+                return
+            self.handle(message)
+
+    def handle(self, message) -> None:
+        session = getattr(message, "session_id", "")
+        try:
+            if isinstance(message, OpenSessionRequest):
+                self.open(message)
+            elif isinstance(message, RenderRequest):
+                self.render(message)
+            elif isinstance(message, CloseSessionRequest):
+                self.sessions.pop(session, None)
+        except NoFaceError as exc:
+            self.conn.send(SessionErrorEvent(session, "bad_avatar", str(exc)))
+        except Exception as exc:  # one broken session must not take the worker down
+            log.exception("session %s failed", session)
+            self.sessions.pop(session, None)
+            self.conn.send(SessionErrorEvent(session, "engine_error", f"{type(exc).__name__}: {exc}"))
+
+    def open(self, request: OpenSessionRequest) -> None:
+        pipeline = self.pipeline(request.avatar)
+        state = pipeline.new_state(request.seed, sink=self.publish)
+        state.of("publish")["avatar"] = request.avatar
+        self.sessions[request.session_id] = state
+        self.conn.send(SessionOpenedEvent(request.session_id))
+
+    def render(self, request: RenderRequest) -> None:
+        state = self.sessions.get(request.session_id)
+        if state is None:
+            return  # closed while the request was in flight
+        frames = len(request.slots)
+        pcm = np.frombuffer(request.pcm, np.int16)
+        if len(pcm) != frames * SAMPLES_PER_FRAME:
+            raise ValueError(f"chunk has {len(pcm)} samples, expected {frames * SAMPLES_PER_FRAME}")
+        pipeline = self.pipelines[state.of("publish")["avatar"]]
+        pipeline.step(AudioChunk(request.first_frame, frames, pcm, tag=request), state)
+
+    def publish(self, chunk: FrameChunk) -> None:
+        """The publish stage's sink: frames into their ring slots, then a small event."""
+        request: RenderRequest = chunk.tag
+        for slot, frame in zip(request.slots, chunk.frames):
+            self.ring.array[slot] = frame
+        jaw = [float(c[JAW]) for c in chunk.coeffs]
+        self.conn.send(FramesReadyEvent(request.session_id, request.chunk_id, request.slots, jaw))
+
+
+def main(index: int, conn: Connection, ring_name: str, config: EngineConfig) -> None:
+    """Process entry point (multiprocessing spawn target)."""
+    logging.basicConfig(level=logging.INFO, format=f"worker{index} %(levelname)s %(message)s")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import cv2
+
+    cv2.setNumThreads(1)  # one worker per core; threads inside it only fight each other
+    worker = EngineWorker(index, conn, ring_name, config)
+    try:
+        worker.serve()
+    except (EOFError, KeyboardInterrupt, BrokenPipeError):
+        pass
+    finally:
+        worker.ring.close()
