@@ -1,0 +1,1 @@
+"""The avatar server: HTTP/WebSocket API, WebRTC media, sessions. Never imports torch."""

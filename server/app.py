@@ -1,0 +1,193 @@
+"""The aiohttp application: routes of api.md, static files, and startup/shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from pathlib import Path
+
+from aiohttp import WSMsgType, web
+
+from engine.config import EngineConfig
+
+from . import encoder
+from .audio_sources.tts import PiperTts, TextToSpeech
+from .config import ServerConfig
+from .engine_client import EngineClient
+from .errors import ApiError, error_middleware, read_json
+from .events import EventHub
+from .session import Session
+from .signaling import answer, peer_connection, validate_offer
+
+log = logging.getLogger("server")
+ROOT = Path(__file__).resolve().parent.parent
+MODES = ("tts", "mirror", "chat")
+MAX_TEXT = 5000
+
+
+class Server:
+    """Owns the engine client, the TTS process and the live sessions."""
+
+    def __init__(self, config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
+                 tts: TextToSpeech | None = None):
+        self.config, self.engine_config = config, engine_config
+        self.engine = EngineClient(engine_config, config.workers)
+        self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
+        self.sessions: dict[str, Session] = {}
+        self.avatars = {"default": config.avatar}
+        self.started = time.time()
+
+    async def startup(self, app: web.Application) -> None:
+        encoder.install(self.config.video_bitrate)
+        await asyncio.gather(self.engine.start(), self.tts.start())
+
+    async def shutdown(self, app: web.Application) -> None:
+        await asyncio.gather(*(s.close() for s in list(self.sessions.values())), return_exceptions=True)
+        await self.engine.stop()
+        await self.tts.close()
+
+    def session(self, request: web.Request) -> Session:
+        session = self.sessions.get(request.match_info["id"])
+        if session is None or session.closed.is_set():
+            raise ApiError(404, "unknown_session", "no such session (it may have ended)")
+        return session
+
+    # --- routes ----------------------------------------------------------------
+    async def create_session(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        sdp = validate_offer(body)
+        mode = body.get("mode", "tts")
+        if mode not in MODES:
+            raise ApiError(400, "bad_mode", f"'mode' must be one of {', '.join(MODES)}")
+        if mode != "tts":
+            raise ApiError(422, "mode_unavailable", f"mode '{mode}' is not available on this server yet")
+        avatar_id = body.get("avatar", "default")
+        if not isinstance(avatar_id, str) or avatar_id not in self.avatars:
+            raise ApiError(422, "unknown_avatar", f"no avatar '{avatar_id}'; GET /v1/avatars lists them")
+        session_id = secrets.token_hex(8)
+        hub = EventHub(session_id)
+        engine = self.engine.open_session(session_id, str(self.avatars[avatar_id]),
+                                          seed=secrets.randbits(31), on_error=lambda e: None)
+        pc = peer_connection(self.config)
+        session = Session(session_id, pc, engine, self.tts, hub, self.engine_config.size,
+                          self.engine_config.chunk_frames, self.config.lead_frames)
+        engine.on_error = lambda exc: session.fail(exc.code, str(exc))
+        session.start()  # render the first frames while ICE and DTLS run
+        try:
+            local = await answer(pc, sdp, session.video, session.audio)
+        except BaseException:
+            await session.close()
+            raise
+        self.sessions[session_id] = session
+        pc.on("connectionstatechange", lambda: self._on_state(session))
+        session.closed_task = asyncio.create_task(self._forget_when_closed(session))
+        return web.json_response({"session_id": session_id, "sdp": local.sdp, "type": local.type}, status=201)
+
+    def _on_state(self, session: Session) -> None:
+        if session.pc.connectionState in ("failed", "closed"):
+            asyncio.ensure_future(session.close())
+
+    async def _forget_when_closed(self, session: Session) -> None:
+        await session.closed.wait()
+        self.sessions.pop(session.id, None)
+
+    async def speak(self, request: web.Request) -> web.Response:
+        session = self.session(request)
+        text = _text_field(await read_json(request))
+        return web.json_response({"utterance_id": session.speak(text)}, status=202)
+
+    async def interrupt(self, request: web.Request) -> web.Response:
+        session = self.session(request)
+        return web.json_response({"interrupted": session.interrupt()}, status=202)
+
+    async def delete_session(self, request: web.Request) -> web.Response:
+        session = self.session(request)
+        await session.close()
+        return web.Response(status=204)
+
+    async def events(self, request: web.Request) -> web.WebSocketResponse:
+        session = self.session(request)
+        ws = web.WebSocketResponse(heartbeat=20)
+        await ws.prepare(request)
+        queue = session.hub.subscribe()
+        if session.ttff_ms is not None:
+            await ws.send_json({"type": "first_frame", "session_id": session.id, "t": time.time(),
+                                "ttff_ms": round(session.ttff_ms, 1)})
+        sender = asyncio.create_task(_forward(queue, ws))
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    await self._client_message(session, ws, msg.data)
+        finally:
+            session.hub.unsubscribe(queue)
+            sender.cancel()
+        return ws
+
+    async def _client_message(self, session: Session, ws: web.WebSocketResponse, data: str) -> None:
+        try:
+            message = json.loads(data)
+            kind = message.get("type") if isinstance(message, dict) else None
+            if kind == "speak":
+                session.speak(_text_field(message))
+            elif kind == "interrupt":
+                session.interrupt()
+            else:
+                raise ApiError(400, "bad_message", "messages are {'type': 'speak', 'text'} or {'type': 'interrupt'}")
+        except ValueError:
+            await ws.send_json(_error_event(session.id, "bad_message", "message is not valid JSON"))
+        except ApiError as exc:
+            await ws.send_json(_error_event(session.id, exc.code, exc.message))
+
+    async def avatars_list(self, request: web.Request) -> web.Response:
+        return web.json_response([{"avatar_id": a, "default": a == "default"} for a in self.avatars])
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({
+            "status": "ok", "sessions": len(self.sessions), "workers": len(self.engine.workers),
+            "uptime_s": round(time.time() - self.started, 1),
+        })
+
+    async def index(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(ROOT / "static" / "index.html")
+
+
+def _text_field(body: dict) -> str:
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "bad_text", "field 'text' must be a non-empty string")
+    if len(text) > MAX_TEXT:
+        raise ApiError(413, "text_too_long", f"'text' is limited to {MAX_TEXT} characters")
+    return text
+
+
+def _error_event(session_id: str, code: str, message: str) -> dict:
+    return {"type": "error", "session_id": session_id, "t": time.time(), "code": code, "message": message}
+
+
+async def _forward(queue: asyncio.Queue, ws: web.WebSocketResponse) -> None:
+    while (event := await queue.get()) is not None:
+        await ws.send_json(event)
+    await ws.close()
+
+
+def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
+               tts: TextToSpeech | None = None) -> web.Application:
+    server = Server(config, engine_config, tts)
+    app = web.Application(middlewares=[error_middleware], client_max_size=1024**2)
+    app["server"] = server
+    app.on_startup.append(server.startup)
+    app.on_shutdown.append(server.shutdown)
+    app.router.add_get("/", server.index)
+    app.router.add_get("/healthz", server.healthz)
+    app.router.add_post("/v1/sessions", server.create_session)
+    app.router.add_post("/v1/sessions/{id}/speak", server.speak)
+    app.router.add_post("/v1/sessions/{id}/interrupt", server.interrupt)
+    app.router.add_delete("/v1/sessions/{id}", server.delete_session)
+    app.router.add_get("/v1/sessions/{id}/events", server.events)
+    app.router.add_get("/v1/avatars", server.avatars_list)
+    app.router.add_static("/static/", ROOT / "static")
+    app.router.add_static("/web/", ROOT / "web")
+    return app

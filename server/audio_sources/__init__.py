@@ -1,0 +1,1 @@
+"""Sources of speech audio for a session."""

