@@ -22,6 +22,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 MAX_SENTENCE = 240
 SYNTH_TIMEOUT_S = 30.0
 OUT_RATE = 48_000
+WARM_UP = ("Ready.", "The voice is loaded and ready to speak.")
 
 
 class TtsError(Exception):
@@ -80,6 +81,14 @@ class PiperTts:
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
+        """Launch piper and synthesise one word, so the first real sentence finds the voice loaded."""
+        async with self._lock:
+            await self._launch()
+            for text in WARM_UP:  # the first runs load the voice, scipy and onnxruntime's kernels
+                path = await asyncio.wait_for(self._ask(text), SYNTH_TIMEOUT_S * 2)
+                await asyncio.to_thread(_read_wav, path)
+
+    async def _launch(self) -> None:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "piper", "-m", str(self.voice), "-d", str(self._dir),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
@@ -89,7 +98,7 @@ class PiperTts:
         line = " ".join(sentence.split())
         async with self._lock:
             if self._proc is None or self._proc.returncode is not None:
-                await self.start()
+                await self._launch()
             try:
                 path = await asyncio.wait_for(self._ask(line), SYNTH_TIMEOUT_S)
             except (asyncio.TimeoutError, ConnectionError) as exc:

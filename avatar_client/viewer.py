@@ -1,0 +1,103 @@
+"""AvatarViewer: a real aiortc peer that opens a session and records what it receives."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+import numpy as np
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+
+@dataclass
+class Received:
+    video: list[tuple[float, np.ndarray]] = field(default_factory=list)  # (arrival, RGB frame)
+    audio: list[tuple[float, np.ndarray]] = field(default_factory=list)  # (arrival, 48 kHz mono int16)
+    first_frame_at: float | None = None
+
+
+class AvatarViewer:
+    """Connects like a browser would; keeps the last `keep_frames` video frames."""
+
+    def __init__(self, base_url: str, keep_frames: int = 2000, avatar: str = "default"):
+        self.base_url, self.keep, self.avatar = base_url.rstrip("/"), keep_frames, avatar
+        self.pc = RTCPeerConnection()
+        self.received = Received()
+        self.session_id: str | None = None
+        self.offer_sent_at = 0.0
+        self.video_count = 0
+        self._tasks: list[asyncio.Task] = []
+        self._http = aiohttp.ClientSession()
+
+    async def connect(self) -> dict:
+        self.pc.addTransceiver("video", direction="recvonly")
+        self.pc.addTransceiver("audio", direction="recvonly")
+        self.pc.on("track", self._on_track)
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        self.offer_sent_at = time.monotonic()
+        body = {"sdp": self.pc.localDescription.sdp, "type": "offer", "avatar": self.avatar}
+        async with self._http.post(f"{self.base_url}/v1/sessions", json=body) as res:
+            answer = await res.json()
+            if res.status != 201:
+                raise RuntimeError(f"session refused: {res.status} {answer}")
+        self.session_id = answer["session_id"]
+        await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], answer["type"]))
+        return answer
+
+    def _on_track(self, track) -> None:
+        self._tasks.append(asyncio.ensure_future(self._read(track)))
+
+    async def _read(self, track) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                now = time.monotonic()
+                if track.kind == "video":
+                    self._video(now, frame.to_ndarray(format="rgb24"))
+                else:
+                    pcm = frame.to_ndarray().reshape(-1, len(frame.layout.channels))[:, 0]
+                    self.received.audio.append((now, pcm.astype(np.int16)))
+        except MediaStreamError:
+            pass
+
+    def _video(self, now: float, rgb: np.ndarray) -> None:
+        if self.received.first_frame_at is None:
+            self.received.first_frame_at = now
+        self.video_count += 1
+        self.received.video.append((now, rgb))
+        del self.received.video[: -self.keep]
+        del self.received.audio[: -self.keep * 2]
+
+    @property
+    def ttff_ms(self) -> float | None:
+        first = self.received.first_frame_at
+        return None if first is None else (first - self.offer_sent_at) * 1000
+
+    async def wait_frames(self, count: int, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.video_count < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"received {self.video_count} of {count} frames")
+            await asyncio.sleep(0.02)
+
+    async def post(self, action: str, payload: dict | None = None) -> tuple[int, dict]:
+        url = f"{self.base_url}/v1/sessions/{self.session_id}/{action}"
+        async with self._http.post(url, json=payload) as res:
+            return res.status, await res.json(content_type=None)
+
+    async def events(self) -> aiohttp.ClientWebSocketResponse:
+        return await self._http.ws_connect(f"{self.base_url}/v1/sessions/{self.session_id}/events")
+
+    async def close(self, delete: bool = True) -> int | None:
+        status = None
+        if delete and self.session_id:
+            async with self._http.delete(f"{self.base_url}/v1/sessions/{self.session_id}") as res:
+                status = res.status
+        for task in self._tasks:
+            task.cancel()
+        await self.pc.close()
+        await self._http.close()
+        return status

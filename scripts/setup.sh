@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything the project needs into .venv/ (and Debian packages, when a
+# later feature lists them in scripts/debian-packages.txt). Safe to rerun: it does
+# nothing when .venv is already up to date with pyproject.toml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -s scripts/debian-packages.txt ]; then
+  missing=$(grep -v '^#' scripts/debian-packages.txt | while read -r pkg; do
+    [ -n "$pkg" ] && ! dpkg -s "$pkg" >/dev/null 2>&1 && echo "$pkg"; done || true)
+  if [ -n "$missing" ]; then
+    echo "setup: installing Debian packages: $missing"
+    sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $missing
+  fi
+fi
+
+stamp=.venv/.installed
+if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ]; then
+  exit 0
+fi
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+touch "$stamp"
+echo "setup: .venv is ready"

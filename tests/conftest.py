@@ -1,0 +1,80 @@
+"""Shared fixtures: a real avatar-server process on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`python -m server` as a user runs it, with its log kept for failures."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(ROOT / "artifacts" / f"server-{self.port}.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "--port", str(self.port)],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        )
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}; see {self.log.name}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as res:
+                    if json.load(res)["status"] == "ok":
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise TimeoutError("server did not become ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def server():
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    proc = ServerProcess()
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def jfk_pcm48() -> np.ndarray:
+    """../shared/data/jfk.flac as 48 kHz mono int16 (real human speech)."""
+    import av
+
+    with av.open(str(SHARED_DATA / "jfk.flac")) as container:
+        resampler = av.AudioResampler("s16", "mono", 48000)
+        chunks = [f.to_ndarray().ravel() for frame in container.decode(audio=0) for f in resampler.resample(frame)]
+    return np.concatenate(chunks).astype(np.int16)
