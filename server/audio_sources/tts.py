@@ -71,6 +71,12 @@ def _read_wav(path: Path) -> np.ndarray:
     return np.clip(out, -32768, 32767).astype(np.int16)
 
 
+def _discard_wav(exchange: asyncio.Future) -> None:
+    """Delete the WAV of an exchange whose caller went away."""
+    if not exchange.cancelled() and exchange.exception() is None:
+        exchange.result().unlink(missing_ok=True)
+
+
 class PiperTts:
     """A long-lived `python -m piper` process; sentences are serialised through it."""
 
@@ -95,16 +101,25 @@ class PiperTts:
         )
 
     async def synthesize(self, sentence: str) -> np.ndarray:
-        line = " ".join(sentence.split())
+        # Shielded: a caller cancelled mid-exchange (an interrupt) must not leave piper's
+        # answer unread, or the next sentence would receive this one's audio.
+        exchange = asyncio.ensure_future(self._exchange(" ".join(sentence.split())))
+        try:
+            path = await asyncio.shield(exchange)
+        except asyncio.CancelledError:
+            exchange.add_done_callback(_discard_wav)
+            raise
+        return await asyncio.to_thread(_read_wav, path)
+
+    async def _exchange(self, line: str) -> Path:
         async with self._lock:
             if self._proc is None or self._proc.returncode is not None:
                 await self._launch()
             try:
-                path = await asyncio.wait_for(self._ask(line), SYNTH_TIMEOUT_S)
+                return await asyncio.wait_for(self._ask(line), SYNTH_TIMEOUT_S)
             except (asyncio.TimeoutError, ConnectionError) as exc:
                 await self._kill()
                 raise TtsError(f"speech synthesis failed: {exc or 'timeout'}") from None
-        return await asyncio.to_thread(_read_wav, path)
 
     async def _ask(self, line: str) -> Path:
         assert self._proc and self._proc.stdin and self._proc.stderr
