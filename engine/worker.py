@@ -97,7 +97,6 @@ class EngineWorker:
 def main(index: int, conn: Connection, ring_name: str, config: EngineConfig) -> None:
     """Process entry point (multiprocessing spawn target)."""
     logging.basicConfig(level=logging.INFO, format=f"worker{index} %(levelname)s %(message)s")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     import cv2
 
     cv2.setNumThreads(1)  # one worker per core; threads inside it only fight each other
