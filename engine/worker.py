@@ -43,7 +43,7 @@ class EngineWorker:
         return self.pipelines[avatar]
 
     def serve(self) -> None:
-        self.pipeline(str(DEFAULT_AVATAR))
+        self.pipeline(self.config.preload_avatar or str(DEFAULT_AVATAR))
         self.conn.send(ReadyEvent(self.index, os.getpid()))
         while True:
             message = self.conn.recv()

@@ -30,7 +30,7 @@ def _prepare_avatar(path: Path) -> Path:
     import cv2
     import numpy as np
 
-    from engine.avatar import NoFaceError, cache_path, prepare_portrait
+    from engine.avatar import NoFaceError, cache_path, image_digest, prepare_portrait
 
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if bgr is None:
@@ -39,7 +39,7 @@ def _prepare_avatar(path: Path) -> Path:
         portrait = prepare_portrait(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
     except NoFaceError as exc:
         raise SystemExit(f"avatar-server: {path}: {exc}") from None
-    out = Path.home() / ".cache" / "avatar-server" / f"{path.stem}.prepared.png"
+    out = Path.home() / ".cache" / "avatar-server" / f"{path.stem}-{image_digest(portrait.image)}.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(out), cv2.cvtColor(portrait.image, cv2.COLOR_RGB2BGR))
     np.save(cache_path(out), portrait.landmarks)

@@ -7,6 +7,7 @@ import json
 import logging
 import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import WSMsgType, web
@@ -33,7 +34,8 @@ class Server:
 
     def __init__(self, config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                  tts: TextToSpeech | None = None):
-        self.config, self.engine_config = config, engine_config
+        self.config = config
+        self.engine_config = replace(engine_config, preload_avatar=str(config.avatar))
         self.engine = EngineClient(engine_config, config.workers)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.sessions: dict[str, Session] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -10,7 +11,8 @@ from engine.avatar import DEFAULT_AVATAR
 
 
 def _default_workers() -> int:
-    return 1  # one CPU worker; GPU machines get one per device when the GPU family lands
+    """One worker per NVIDIA device where there are any (seen without importing torch), else one."""
+    return max(1, len(glob.glob("/dev/nvidia[0-9]*")))
 
 
 @dataclass(frozen=True)

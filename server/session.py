@@ -26,6 +26,7 @@ from .tracks import AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.session")
 STATS_PERIOD_S = 1.0
+CONNECT_TIMEOUT_S = 30.0  # a peer that never pulls media does not hold a worker forever
 
 
 class Session:
@@ -49,6 +50,7 @@ class Session:
     def start(self) -> None:
         self._spawn(self._pump())
         self._spawn(self._stats())
+        self._spawn(self._connect_watchdog())
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.create_task(coro)
@@ -129,6 +131,11 @@ class Session:
             if self.playout.muted.intersection(piece.utterances):
                 pcm, marks, utterances = np.zeros_like(pcm), [], []
             self.playout.push(AVFrame(slot, pcm, marks, list(utterances), jaw[i]))
+
+    async def _connect_watchdog(self) -> None:
+        await asyncio.sleep(CONNECT_TIMEOUT_S)
+        if self.video.first_frame_at is None:
+            self.fail("not_connected", f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
 
     async def _stats(self) -> None:
         last_sent, last_t = 0, time.monotonic()
