@@ -101,3 +101,31 @@ def default_source() -> np.ndarray:
 
 def image_digest(image: np.ndarray) -> str:
     return hashlib.sha256(image.tobytes()).hexdigest()[:16]
+
+
+def decode_image(data: bytes) -> np.ndarray:
+    """PNG/JPEG bytes -> RGB array (EXIF rotation applied); NoFaceError if not an image."""
+    import io
+
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            return np.asarray(ImageOps.exif_transpose(img).convert("RGB"))
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise NoFaceError(f"the file is not a readable PNG or JPEG image ({exc})") from None
+
+
+def save_prepared(portrait: Portrait, folder: Path) -> str:
+    """Write a prepared portrait and its landmarks; its id is a digest of the image."""
+    avatar_id = image_digest(portrait.image)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{avatar_id}.png"
+    cv2.imwrite(str(path), cv2.cvtColor(portrait.image, cv2.COLOR_RGB2BGR))
+    np.save(cache_path(path), portrait.landmarks)
+    return avatar_id
+
+
+def prepare_upload(data: bytes, folder: str) -> str:
+    """Decode, crop, analyse and store an uploaded photo (runs in a helper process)."""
+    return save_prepared(prepare_portrait(decode_image(data)), Path(folder))

@@ -27,23 +27,13 @@ def main(argv: list[str] | None = None) -> None:
 
 def _prepare_avatar(path: Path) -> Path:
     """Crop and analyse a user's photo once; the prepared copy is what workers load."""
-    import cv2
-    import numpy as np
+    from engine.avatar import NoFaceError, prepare_upload
 
-    from engine.avatar import NoFaceError, cache_path, image_digest, prepare_portrait
-
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise SystemExit(f"avatar-server: cannot read image {path}")
     try:
-        portrait = prepare_portrait(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-    except NoFaceError as exc:
+        avatar_id = prepare_upload(path.read_bytes(), str(ServerConfig.from_env().avatars_dir))
+    except (OSError, NoFaceError) as exc:
         raise SystemExit(f"avatar-server: {path}: {exc}") from None
-    out = Path.home() / ".cache" / "avatar-server" / f"{path.stem}-{image_digest(portrait.image)}.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(out), cv2.cvtColor(portrait.image, cv2.COLOR_RGB2BGR))
-    np.save(cache_path(out), portrait.landmarks)
-    return out
+    return ServerConfig.from_env().avatars_dir / f"{avatar_id}.png"
 
 
 if __name__ == "__main__":

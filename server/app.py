@@ -16,6 +16,7 @@ from engine.config import EngineConfig
 
 from . import encoder
 from .audio_sources.tts import PiperTts, TextToSpeech
+from .avatars import MAX_UPLOAD_BYTES, AvatarStore
 from .config import ServerConfig
 from .engine_client import EngineClient
 from .errors import ApiError, error_middleware, read_json
@@ -39,7 +40,7 @@ class Server:
         self.engine = EngineClient(engine_config, config.workers)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.sessions: dict[str, Session] = {}
-        self.avatars = {"default": config.avatar}
+        self.avatars = AvatarStore(config.avatar, config.avatars_dir)
         self.started = time.time()
 
     async def startup(self, app: web.Application) -> None:
@@ -50,6 +51,7 @@ class Server:
         await asyncio.gather(*(s.close() for s in list(self.sessions.values())), return_exceptions=True)
         await self.engine.stop()
         await self.tts.close()
+        self.avatars.close()
 
     def session(self, request: web.Request) -> Session:
         session = self.sessions.get(request.match_info["id"])
@@ -64,22 +66,21 @@ class Server:
         mode = body.get("mode", "tts")
         if mode not in MODES:
             raise ApiError(400, "bad_mode", f"'mode' must be one of {', '.join(MODES)}")
-        if mode != "tts":
-            raise ApiError(422, "mode_unavailable", f"mode '{mode}' is not available on this server yet")
-        avatar_id = body.get("avatar", "default")
-        if not isinstance(avatar_id, str) or avatar_id not in self.avatars:
-            raise ApiError(422, "unknown_avatar", f"no avatar '{avatar_id}'; GET /v1/avatars lists them")
+        if mode == "chat":
+            raise ApiError(422, "mode_unavailable", "chat mode is not available on this server yet")
+        avatar = self.avatars.path(body.get("avatar", "default"))
         session_id = secrets.token_hex(8)
         hub = EventHub(session_id)
-        engine = self.engine.open_session(session_id, str(self.avatars[avatar_id]),
-                                          seed=secrets.randbits(31), on_error=lambda e: None)
+        engine = self.engine.open_session(session_id, str(avatar), seed=secrets.randbits(31),
+                                          on_error=lambda e: None)
         pc = peer_connection(self.config)
         session = Session(session_id, pc, engine, self.tts, hub, self.engine_config.size,
-                          self.engine_config.chunk_frames, self.config.lead_frames)
+                          self.engine_config.chunk_frames, self.config.lead_frames, mode,
+                          echo=bool(self.config.mirror_echo))
         engine.on_error = lambda exc: session.fail(exc.code, str(exc))
         session.start()  # render the first frames while ICE and DTLS run
         try:
-            local = await answer(pc, sdp, session.video, session.audio)
+            local = await answer(pc, sdp, session.video, session.audio, hear=mode != "tts")
         except BaseException:
             await session.close()
             raise
@@ -144,7 +145,11 @@ class Server:
             await ws.send_json(_error_event(session.id, exc.code, exc.message))
 
     async def avatars_list(self, request: web.Request) -> web.Response:
-        return web.json_response([{"avatar_id": a, "default": a == "default"} for a in self.avatars])
+        return web.json_response(self.avatars.listing())
+
+    async def avatars_add(self, request: web.Request) -> web.Response:
+        data = await _upload_bytes(request)
+        return web.json_response({"avatar_id": await self.avatars.add(data)}, status=201)
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({
@@ -165,6 +170,22 @@ def _text_field(body: dict) -> str:
     return text
 
 
+async def _upload_bytes(request: web.Request) -> bytes:
+    """The image of a multipart upload (first file part), or a raw image body."""
+    if (request.content_length or 0) > MAX_UPLOAD_BYTES + 64 * 1024:
+        raise ApiError(413, "image_too_large", f"images are limited to {MAX_UPLOAD_BYTES // 2**20} MB")
+    if not request.content_type.startswith("multipart/"):
+        return await request.read()
+    try:
+        reader = await request.multipart()
+        async for part in reader:
+            if part.filename or part.name in ("image", "file"):
+                return await part.read(decode=False)
+    except (ValueError, AssertionError) as exc:
+        raise ApiError(400, "bad_upload", f"malformed multipart body: {exc}") from None
+    raise ApiError(400, "bad_upload", "no image part in the upload (send it as field 'image')")
+
+
 def _error_event(session_id: str, code: str, message: str) -> dict:
     return {"type": "error", "session_id": session_id, "t": time.time(), "code": code, "message": message}
 
@@ -178,7 +199,7 @@ async def _forward(queue: asyncio.Queue, ws: web.WebSocketResponse) -> None:
 def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                tts: TextToSpeech | None = None) -> web.Application:
     server = Server(config, engine_config, tts)
-    app = web.Application(middlewares=[error_middleware], client_max_size=1024**2)
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_UPLOAD_BYTES + 64 * 1024)
     app["server"] = server
     app.on_startup.append(server.startup)
     app.on_shutdown.append(server.shutdown)
@@ -190,6 +211,7 @@ def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(
     app.router.add_delete("/v1/sessions/{id}", server.delete_session)
     app.router.add_get("/v1/sessions/{id}/events", server.events)
     app.router.add_get("/v1/avatars", server.avatars_list)
+    app.router.add_post("/v1/avatars", server.avatars_add)
     app.router.add_static("/static/", ROOT / "static")
     app.router.add_static("/web/", ROOT / "web")
     return app

@@ -31,6 +31,10 @@ class ServerConfig:
     """Frames rendered ahead of playout; adds lead x 40 ms of latency and absorbs render jitter."""
     video_bitrate: int = 1_200_000
     """Fixed H.264 bitrate; REMB changes would recreate the encoder (a keyframe each time)."""
+    avatars_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "avatar-server" / "avatars")
+    """Where uploaded and --avatar portraits are kept, prepared and analysed."""
+    mirror_echo: int = 1
+    """Mirror mode: 1 plays the user's voice back with the face, 0 sends silence instead."""
     tts_voice: str = ""
     """Piper voice model (.onnx); empty means the bundled joe-us voice."""
 

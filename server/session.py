@@ -12,10 +12,12 @@ import logging
 import time
 import uuid
 
+import av
 import numpy as np
 from aiortc import RTCPeerConnection
+from aiortc.mediastreams import MediaStreamError
 
-from engine.config import SAMPLES_PER_FRAME
+from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
 
 from .audio_sources.tts import TextToSpeech, TtsError, stream_speech
 from .engine_client import EngineError, EngineSession
@@ -26,6 +28,8 @@ from .tracks import AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.session")
 STATS_PERIOD_S = 1.0
+MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone
+MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 CONNECT_TIMEOUT_S = 30.0  # a peer that never pulls media does not hold a worker forever
 
 
@@ -33,8 +37,10 @@ class Session:
     """See the module docstring."""
 
     def __init__(self, session_id: str, pc: RTCPeerConnection, engine: EngineSession, tts: TextToSpeech,
-                 hub: EventHub, size: int, chunk_frames: int, lead_frames: int):
+                 hub: EventHub, size: int, chunk_frames: int, lead_frames: int, mode: str = "tts",
+                 echo: bool = True):
         self.id, self.pc, self.engine, self.tts, self.hub = session_id, pc, engine, tts, hub
+        self.mode, self.echo = mode, echo
         self.chunk_frames, self.lead = chunk_frames, max(lead_frames, chunk_frames)
         self.speech = SpeechQueue()
         self.playout = Playout(engine.frame, engine.release, self._on_marks, size)
@@ -45,12 +51,14 @@ class Session:
         self._tasks: set[asyncio.Task] = set()
         self._speaking: dict[str, int] = {}  # utterance id -> frames played
         self._tts_tasks: dict[str, asyncio.Task] = {}
+        self._texts: dict[str, str] = {}  # utterance id -> text, until it starts playing
         self.ttff_ms: float | None = None
 
     def start(self) -> None:
         self._spawn(self._pump())
         self._spawn(self._stats())
         self._spawn(self._connect_watchdog())
+        self.pc.on("track", self._on_remote_track)
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.create_task(coro)
@@ -62,6 +70,7 @@ class Session:
     def speak(self, text: str) -> str:
         utterance_id = uuid.uuid4().hex[:12]
         self._tts_tasks[utterance_id] = self._spawn(self._speak(utterance_id, text))
+        self._texts[utterance_id] = text
         return utterance_id
 
     async def _speak(self, utterance_id: str, text: str) -> None:
@@ -85,6 +94,7 @@ class Session:
         cancelled.update(self._speaking)
         self.playout.mute(list(cancelled))
         for utterance_id in cancelled:
+            self._texts.pop(utterance_id, None)
             played = self._speaking.pop(utterance_id, 0)
             self.hub.emit("interrupted", utterance_id=utterance_id, played_ms=played * 40)
         return sorted(cancelled)
@@ -97,8 +107,28 @@ class Session:
             if mark.kind == "start" and mark.utterance_id not in self.playout.muted:
                 self._speaking[mark.utterance_id] = 0
                 self.hub.emit("speak_started", utterance_id=mark.utterance_id)
+                text = self._texts.pop(mark.utterance_id, None)
+                if text:
+                    self.hub.emit("transcript", role="avatar", text=text, final=True,
+                                  utterance_id=mark.utterance_id)
             elif mark.kind == "end" and self._speaking.pop(mark.utterance_id, None) is not None:
                 self.hub.emit("speak_ended", utterance_id=mark.utterance_id)
+
+    # --- microphone ------------------------------------------------------------
+    def _on_remote_track(self, track) -> None:
+        if track.kind == "audio" and self.mode == "mirror":
+            self._spawn(self._mirror(track))
+
+    async def _mirror(self, track) -> None:
+        """Mirror mode: the user's voice drives the face as it arrives."""
+        resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
+        try:
+            while not self.closed.is_set():
+                frame = await track.recv()
+                for out in resampler.resample(frame):
+                    self.speech.push_live(MIRROR, out.to_ndarray().reshape(-1), MIRROR_BACKLOG)
+        except MediaStreamError:
+            pass
 
     # --- media pump ------------------------------------------------------------
     async def _pump(self) -> None:
@@ -128,7 +158,7 @@ class Session:
             marks = [m for m in piece.marks if lo <= m.offset < hi or (m.offset == hi and i == len(slots) - 1)]
             pcm = piece.pcm[lo:hi]
             utterances = piece.utterances if pcm.any() else []
-            if self.playout.muted.intersection(piece.utterances):
+            if self.playout.muted.intersection(piece.utterances) or (not self.echo and MIRROR in utterances):
                 pcm, marks, utterances = np.zeros_like(pcm), [], []
             self.playout.push(AVFrame(slot, pcm, marks, list(utterances), jaw[i]))
 

@@ -38,12 +38,16 @@ def _prefer_h264(transceiver) -> None:
     transceiver.setCodecPreferences(h264 + rest)
 
 
-async def answer(pc: RTCPeerConnection, sdp: str, video, audio) -> RTCSessionDescription:
-    """Attach our tracks, prefer H.264 (before setRemoteDescription, where it takes effect), answer."""
+async def answer(pc: RTCPeerConnection, sdp: str, video, audio, hear: bool) -> RTCSessionDescription:
+    """Attach our tracks, prefer H.264 (before setRemoteDescription, where it takes effect), answer.
+
+    `hear`: accept the client's microphone. Otherwise the answer is send-only, so an
+    unread incoming track can never queue up inside aiortc.
+    """
     video_tx = pc.addTransceiver(video, direction="sendonly")
     _prefer_h264(video_tx)
     if "m=audio" in sdp:
-        pc.addTransceiver(audio, direction="sendonly")
+        pc.addTransceiver(audio, direction="sendrecv" if hear else "sendonly")
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
         await pc.setLocalDescription(await pc.createAnswer())

@@ -62,6 +62,18 @@ class SpeechQueue:
         self._started.add(utterance_id)
         self._segments.append(_Segment(utterance_id, pcm.astype(np.int16), first, False))
 
+    def push_live(self, source: str, pcm: np.ndarray, max_backlog: int) -> None:
+        """Append a live stream (a microphone): no start/end marks, and never more than
+        `max_backlog` samples behind, so clock drift between peers cannot build latency."""
+        self._segments.append(_Segment(source, pcm.astype(np.int16), False, False))
+        backlog = sum(len(seg.pcm) for seg in self._segments if seg.utterance_id == source)
+        while backlog > max_backlog:
+            oldest = next(seg for seg in self._segments if seg.utterance_id == source)
+            if oldest is self._segments[0]:
+                self._offset = 0
+            self._segments.remove(oldest)
+            backlog -= len(oldest.pcm)
+
     def finish(self, utterance_id: str) -> None:
         """No more audio for this utterance: its end mark follows its last sample."""
         first = utterance_id not in self._started
