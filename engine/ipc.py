@@ -9,7 +9,7 @@ This module imports no torch; the server uses it too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 
 import numpy as np
 
@@ -76,9 +76,9 @@ class FrameRing:
         if name is None:
             self.shm = shared_memory.SharedMemory(create=True, size=nbytes)
         else:
+            # Spawned workers share the server's resource tracker, which keeps a set of
+            # names: attaching re-registers the same name, and only the server unlinks it.
             self.shm = shared_memory.SharedMemory(name=name)
-            # Python 3.11 registers attached segments too; only the creator may unlink.
-            resource_tracker.unregister(self.shm._name, "shared_memory")
         self.array = np.ndarray((slots, *self.frame_shape), np.uint8, buffer=self.shm.buf)
 
     @property

@@ -205,6 +205,7 @@ def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(
     app.on_shutdown.append(server.shutdown)
     app.router.add_get("/", server.index)
     app.router.add_get("/healthz", server.healthz)
+    app.router.add_get("/favicon.ico", lambda request: web.Response(status=204))
     app.router.add_post("/v1/sessions", server.create_session)
     app.router.add_post("/v1/sessions/{id}/speak", server.speak)
     app.router.add_post("/v1/sessions/{id}/interrupt", server.interrupt)

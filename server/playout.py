@@ -70,6 +70,7 @@ class Playout:
         self.clock = MediaClock()
         self.queue: deque[AVFrame] = deque()
         self.consumed = asyncio.Event()
+        self.ready = asyncio.Event()  # set by the first rendered frame: the clock starts there
         self.stats = PlayoutStats()
         self.muted: set[str] = set()
         self._frame_of, self._release, self._on_marks = frame_of, release, on_marks
@@ -80,6 +81,7 @@ class Playout:
 
     def push(self, frame: AVFrame) -> None:
         self.queue.append(frame)
+        self.ready.set()
 
     @property
     def buffered(self) -> int:

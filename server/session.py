@@ -8,6 +8,7 @@ engine worker, and queues the frames with that very audio for the Playout.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 import uuid
@@ -31,6 +32,7 @@ STATS_PERIOD_S = 1.0
 MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone
 MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 CONNECT_TIMEOUT_S = 30.0  # a peer that never pulls media does not hold a worker forever
+PEER_SILENT_S = 6.0  # no RTCP receiver report for this long: the viewer is gone (tab closed)
 
 
 class Session:
@@ -163,9 +165,28 @@ class Session:
             self.playout.push(AVFrame(slot, pcm, marks, list(utterances), jaw[i]))
 
     async def _connect_watchdog(self) -> None:
-        await asyncio.sleep(CONNECT_TIMEOUT_S)
-        if self.video.first_frame_at is None:
-            self.fail("not_connected", f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
+        """Ends sessions whose viewer never connects or has gone away.
+
+        A closed tab sends no DTLS close and ICE notices only after ~30 s; receiver
+        reports stop at once, so a silent peer frees its worker much sooner.
+        """
+        while not self.closed.is_set():
+            await asyncio.sleep(1.0)
+            if self.video.first_frame_at is None:
+                if time.monotonic() - self.created > CONNECT_TIMEOUT_S:
+                    self.fail("not_connected", f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
+            elif await self._seconds_since_receiver_report() > PEER_SILENT_S:
+                self.fail("peer_gone", "the viewer stopped answering")
+
+    async def _seconds_since_receiver_report(self) -> float:
+        latest = None
+        for sender in self.pc.getSenders():
+            for stat in (await sender.getStats()).values():
+                if stat.type == "remote-inbound-rtp":
+                    latest = max(latest or stat.timestamp, stat.timestamp)
+        if latest is None:
+            return time.monotonic() - self.video.first_frame_at
+        return (datetime.datetime.now(datetime.timezone.utc) - latest).total_seconds()
 
     async def _stats(self) -> None:
         last_sent, last_t = 0, time.monotonic()
@@ -182,10 +203,8 @@ class Session:
         self.hub.emit("first_frame", ttff_ms=round(self.ttff_ms, 1))
 
     def av_offset_ms(self) -> float:
-        """Media time of the last audio sent minus that of the last video frame sent."""
-        if self.audio.last_unit < 0 or self.video.last_unit < 0:
-            return 0.0
-        return round(self.audio.last_unit * 20 - self.video.last_unit * 40, 1)
+        """How much later than its video the audio left the server (both are due at t0 + media time)."""
+        return round((self.audio.last_late - self.video.last_late) * 1000, 1)
 
     # --- end -------------------------------------------------------------------
     def fail(self, code: str, message: str) -> None:

@@ -27,18 +27,20 @@ class _PacedTrack(MediaStreamTrack):
         self.playout = playout
         self._next = 0
         self.sent = 0
-        self.last_unit = -1
+        self.last_late = 0.0  # seconds the latest unit left after its media time
 
     async def _wait_unit(self) -> int:
         if self.readyState != "live":
             raise MediaStreamError
+        if self._next == 0:
+            await self.playout.ready.wait()  # a viewer's first picture is a real frame
         late = await self.playout.clock.wait_for(self._next * self.period)
-        unit = self._next
-        if late > 2 * self.period:  # the sender stalled: rejoin the clock, don't build a backlog
-            unit += int(late / self.period)
+        skip = int(late / self.period) if late > 2 * self.period else 0
+        # A stalled sender rejoins the clock instead of building a backlog.
+        unit = self._next + skip
         self._next = unit + 1
         self.sent += 1
-        self.last_unit = unit
+        self.last_late = late - skip * self.period
         return unit
 
 

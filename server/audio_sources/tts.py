@@ -8,6 +8,7 @@ voice loaded; each sentence is one input line and comes back as one WAV file.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import sys
@@ -21,6 +22,7 @@ import numpy as np
 SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 MAX_SENTENCE = 240
 SYNTH_TIMEOUT_S = 30.0
+TTS_NICENESS = 10
 OUT_RATE = 48_000
 WARM_UP = ("Ready.", "The voice is loaded and ready to speak.")
 
@@ -71,6 +73,11 @@ def _read_wav(path: Path) -> np.ndarray:
     return np.clip(out, -32768, 32767).astype(np.int16)
 
 
+def _lower_priority() -> None:
+    """Synthesis runs ahead of playback; rendering frames on time matters more."""
+    os.nice(TTS_NICENESS)
+
+
 def _discard_wav(exchange: asyncio.Future) -> None:
     """Delete the WAV of an exchange whose caller went away."""
     if not exchange.cancelled() and exchange.exception() is None:
@@ -98,6 +105,7 @@ class PiperTts:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "piper", "-m", str(self.voice), "-d", str(self._dir),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=_lower_priority,
         )
 
     async def synthesize(self, sentence: str) -> np.ndarray:

@@ -1,0 +1,93 @@
+"""The demo page in headless Chromium: connect, see the face, speak, interrupt, mirror, upload."""
+
+from __future__ import annotations
+
+import time
+
+import cv2
+import numpy as np
+import pytest
+import skimage.data
+
+from engine.avatar import DEFAULT_AVATAR
+from tests.browser.conftest import ARTIFACTS, video_frame, wait_playing
+from tests.mouth import dark_pixels
+
+pytestmark = pytest.mark.browser
+OPEN = 150
+
+
+def face_difference(rgb: np.ndarray, reference_path) -> float:
+    ref = cv2.cvtColor(cv2.imread(str(reference_path)), cv2.COLOR_BGR2RGB)
+    return float(np.abs(rgb.astype(int) - ref.astype(int))[100:400, 120:400].mean())
+
+
+async def mouth_track(page, seconds: float) -> list[int]:
+    counts, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        counts.append(dark_pixels(await video_frame(page)))
+        await page.wait_for_timeout(60)
+    return counts
+
+
+async def connect(page) -> None:
+    await page.get_by_test_id("connect").click()
+    await wait_playing(page)
+    await page.wait_for_function("() => document.querySelector('[data-testid=status]').textContent === 'Connected'")
+
+
+async def test_connect_shows_the_face_speaks_and_interrupts(page):
+    await connect(page)
+    frame = await video_frame(page)
+    cv2.imwrite(str(ARTIFACTS / "demo-connected.png"), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    assert frame.shape == (512, 512, 3)
+    assert face_difference(frame, DEFAULT_AVATAR) < 20, "the video does not show the avatar's face"
+    silent = await mouth_track(page, 1.5)
+
+    await page.get_by_test_id("speak-text").fill("Good morning! I am talking to you from inside this browser tab, "
+                                            "and my lips move with every word I say.")
+    await page.get_by_test_id("speak").click()
+    await page.wait_for_function("() => document.querySelector('[data-testid=status]').textContent.startsWith('Speaking')")
+    await page.wait_for_timeout(700)
+    await page.screenshot(path=str(ARTIFACTS / "demo-speaking.png"))
+    speaking = await mouth_track(page, 2.0)
+    assert max(silent) < OPEN
+    assert max(speaking) > OPEN and np.std(speaking) > 3 * np.std(silent) + 10
+
+    await page.get_by_test_id("interrupt").click()
+    await page.wait_for_function("() => document.querySelector('[data-testid=status]').textContent === 'Interrupted'")
+    await page.wait_for_timeout(800)
+    assert max(await mouth_track(page, 1.0)) < OPEN, "the mouth kept moving after the interrupt"
+    assert await page.locator("[data-testid=transcript] li.avatar").count() == 1
+    assert await page.get_by_test_id("stats").is_visible()
+
+
+async def test_mirror_mode_lip_syncs_the_fake_microphone(page):
+    await page.get_by_test_id("mode").select_option("mirror")
+    await connect(page)
+    await page.wait_for_function("() => document.querySelector('[data-testid=mic]').getAttribute('aria-pressed') === 'true'")
+    counts = await mouth_track(page, 4.0)  # jfk.flac plays in a loop into the fake microphone
+    assert max(counts) > OPEN and np.std(counts) > 40, f"mouth did not follow the microphone: {counts}"
+
+
+async def test_upload_a_portrait_and_connect_with_it(page):
+    photo = ARTIFACTS / "upload-portrait.jpg"
+    cv2.imwrite(str(photo), cv2.cvtColor(skimage.data.astronaut()[:, ::-1], cv2.COLOR_RGB2BGR))
+    await page.get_by_test_id("upload").set_input_files(str(photo))
+    await page.wait_for_function("() => document.querySelector('[data-testid=status]').textContent.startsWith('Photo ready')",
+                           timeout=60_000)
+    avatar_id = await page.get_by_test_id("avatar").input_value()
+    assert avatar_id != "default"
+    await connect(page)
+    frame = await video_frame(page)
+    cv2.imwrite(str(ARTIFACTS / "demo-uploaded.png"), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    mirrored_default = cv2.imread(str(DEFAULT_AVATAR))[:, ::-1]
+    cv2.imwrite(str(ARTIFACTS / "mirrored-default.png"), mirrored_default)
+    # The uploaded photo is the astronaut mirrored: the picture must match that, not the default.
+    assert face_difference(frame, ARTIFACTS / "mirrored-default.png") < face_difference(frame, DEFAULT_AVATAR) - 5
+
+
+async def test_embed_page_plays(page, server):
+    await page.goto(server.url + "/static/embed.html")
+    await wait_playing(page)
+    assert face_difference(await video_frame(page), DEFAULT_AVATAR) < 20

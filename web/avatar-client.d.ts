@@ -1,0 +1,52 @@
+// Types for avatar-client.js (an ES module served at /web/avatar-client.js).
+
+export interface AvatarClientOptions {
+  /** Server origin; default: the page's origin. */
+  baseUrl?: string;
+  /** Avatar id from GET /v1/avatars; default "default". */
+  avatar?: string;
+  /** "tts" speaks what it is told; "mirror" lip-syncs the microphone; "chat" answers through an LLM. */
+  mode?: "tts" | "mirror" | "chat";
+  /** STUN/TURN servers; default none (same host or LAN). */
+  iceServers?: RTCIceServer[];
+  /** Bearer token, when the server requires one. */
+  token?: string;
+  /** Give up connecting after this many milliseconds; default 10000. */
+  connectTimeoutMs?: number;
+  /** Automatic reconnects after a dropped connection; default 3. */
+  reconnects?: number;
+}
+
+export interface AvatarEventMap {
+  first_frame: CustomEvent<{ ttff_ms: number; server_ttff_ms: number | null }>;
+  speak_started: CustomEvent<{ utterance_id: string; t: number }>;
+  speak_ended: CustomEvent<{ utterance_id: string; t: number }>;
+  interrupted: CustomEvent<{ utterance_id: string; played_ms: number; t: number }>;
+  transcript: CustomEvent<{ role: "user" | "avatar"; text: string; final: boolean; t: number }>;
+  stats: CustomEvent<{
+    fps: number; queue_ms: number; av_offset_ms: number;
+    client_fps?: number; rtt_ms?: number | null; jitter_buffer_ms?: number | null; latency_ms?: number;
+  }>;
+  error: CustomEvent<{ code: string; message: string }>;
+  connectionstatechange: CustomEvent<{ state: RTCPeerConnectionState | "reconnecting"; attempt?: number }>;
+}
+
+export declare class AvatarError extends Error {
+  code: string;
+}
+
+export declare class AvatarClient extends EventTarget {
+  constructor(options?: AvatarClientOptions);
+  readonly sessionId: string | null;
+  readonly firstFrameMs: number | null;
+  connect(video: HTMLVideoElement): Promise<void>;
+  speak(text: string): Promise<string>;
+  interrupt(): Promise<void>;
+  startMicrophone(): Promise<void>;
+  stopMicrophone(): Promise<void>;
+  disconnect(): Promise<void>;
+  addEventListener<K extends keyof AvatarEventMap>(type: K, listener: (ev: AvatarEventMap[K]) => void, options?: boolean | AddEventListenerOptions): void;
+}
+
+export declare function uploadAvatar(image: Blob, options?: { baseUrl?: string; token?: string }): Promise<string>;
+export declare function listAvatars(options?: { baseUrl?: string }): Promise<{ avatar_id: string; default: boolean }[]>;
