@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import fractions
+from pathlib import Path
 
 import numpy as np
 from aiohttp import web
@@ -58,6 +59,18 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def events(request: web.Request) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    async for _ in ws:
+        pass
+    return ws
+
+
+async def blank_page(request: web.Request) -> web.Response:
+    return web.Response(text="<!doctype html><title>baseline</title>", content_type="text/html")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -68,6 +81,10 @@ def main() -> None:
     app.router.add_post("/v1/sessions/{id}/speak", accepted)
     app.router.add_delete("/v1/sessions/{id}", no_content)
     app.router.add_get("/healthz", health)
+    app.router.add_get("/v1/sessions/{id}/events", events)
+    app.router.add_get("/", blank_page)
+    app.router.add_get("/favicon.ico", lambda request: web.Response(status=204))
+    app.router.add_static("/web/", Path(__file__).resolve().parent.parent / "web")
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
 
 

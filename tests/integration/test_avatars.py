@@ -1,0 +1,101 @@
+"""Avatar upload over HTTP: good portraits become avatars; bad files get a clear 4xx."""
+
+import io
+
+import aiohttp
+import cv2
+import numpy as np
+import pytest
+import skimage.data
+
+pytestmark = pytest.mark.integration
+
+
+def encode(rgb: np.ndarray, ext: str = ".jpg") -> bytes:
+    return cv2.imencode(ext, cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))[1].tobytes()
+
+
+async def upload(url: str, data: bytes, name: str = "photo.jpg") -> tuple[int, dict]:
+    form = aiohttp.FormData()
+    form.add_field("image", io.BytesIO(data), filename=name)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url + "/v1/avatars", data=form) as res:
+            return res.status, await res.json()
+
+
+async def test_portrait_upload_is_listed_and_usable(server):
+    photo = skimage.data.astronaut()[20:, 30:]  # a different crop: a new avatar
+    status, body = await upload(server.url, encode(photo))
+    assert status == 201, body
+    async with aiohttp.ClientSession() as http:
+        async with http.get(server.url + "/v1/avatars") as res:
+            ids = [a["avatar_id"] for a in await res.json()]
+    assert "default" in ids and body["avatar_id"] in ids
+
+    from avatar_client import AvatarViewer
+
+    viewer = AvatarViewer(server.url, avatar=body["avatar_id"])
+    await viewer.connect()
+    try:
+        await viewer.wait_frames(10)
+    finally:
+        assert await viewer.close() == 204
+
+
+@pytest.mark.parametrize("data,status,code", [
+    (encode(skimage.data.coffee()), 422, "no_face"),
+    (b"this is not an image at all", 415, "bad_image"),
+    (b"", 400, "bad_image"),
+    (encode(np.zeros((64, 64, 3), np.uint8), ".png"), 422, "image_too_small"),
+    (b"\xff\xd8\xff" + b"\x00" * (11 * 2**20), 413, "image_too_large"),
+])
+async def test_bad_uploads_are_refused_clearly(server, data, status, code):
+    got, body = await upload(server.url, data)
+    assert got == status, body
+    assert body["error"]["code"] == code and len(body["error"]["message"]) > 10
+
+
+async def test_truncated_jpeg_is_refused(server):
+    data = encode(skimage.data.astronaut())
+    got, body = await upload(server.url, data[: len(data) // 3])
+    assert 400 <= got < 500, body
+
+
+VIEWER = """
+import asyncio, sys
+from avatar_client import AvatarViewer
+async def main():
+    viewer = AvatarViewer(sys.argv[1])
+    await viewer.connect()
+    await viewer.wait_frames(10)
+    print("watching", flush=True)
+    await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def test_session_of_a_killed_viewer_ends_by_itself(server):
+    """A viewer killed without goodbye (no DELETE, no DTLS close) stops holding a worker."""
+    import asyncio
+    import signal
+    import sys
+
+    from tests.conftest import ROOT
+
+    async def sessions() -> int:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.url + "/healthz") as res:
+                return (await res.json())["sessions"]
+
+    before = await sessions()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", VIEWER, server.url, cwd=ROOT,
+                                                stdout=asyncio.subprocess.PIPE)
+    assert (await asyncio.wait_for(proc.stdout.readline(), 30)).strip() == b"watching"
+    assert await sessions() == before + 1
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    for _ in range(30):  # ICE alone would take ~30 s; receiver reports stop at once
+        await asyncio.sleep(0.5)
+        if await sessions() == before:
+            break
+    assert await sessions() == before
