@@ -55,7 +55,6 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    (ROOT / "artifacts").mkdir(exist_ok=True)
     report = {}
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=[

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from avatar_client import AvatarViewer  # noqa: E402
-from tests.conftest import ServerProcess, free_port  # noqa: E402
+from tests.conftest import ARTIFACTS, ServerProcess, free_port  # noqa: E402
 
 TEXT = ("Good morning, and thank you for joining. Today I will walk you through the plan for the "
         "coming weeks. We start with the basics, then move on to the details. ") * 3
@@ -36,7 +36,7 @@ class BaselineProcess(ServerProcess):
     def __init__(self) -> None:  # noqa: D107 - same lifecycle, other program
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(ROOT / "artifacts" / f"baseline-{self.port}.log", "w")
+        self.log = open(ARTIFACTS / f"baseline-{self.port}.log", "w")
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "baseline_server.py"),
                                       "--port", str(self.port)], cwd=ROOT, stdout=self.log,
                                      stderr=subprocess.STDOUT)
@@ -106,7 +106,6 @@ async def main() -> None:
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    (ROOT / "artifacts").mkdir(exist_ok=True)
     report = {}
     for name, factory in (("baseline_aiortc", BaselineProcess), ("avatar", ServerProcess)):
         proc = factory()

@@ -16,6 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+ARTIFACTS = ROOT / "artifacts"  # logs and screenshots a failing run leaves behind
+ARTIFACTS.mkdir(exist_ok=True)
 
 
 def free_port() -> int:
@@ -30,7 +32,7 @@ class ServerProcess:
     def __init__(self, env: dict[str, str] | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(ROOT / "artifacts" / f"server-{self.port}.log", "w")
+        self.log = open(ARTIFACTS / f"server-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server", "--port", str(self.port)],
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
@@ -60,7 +62,6 @@ class ServerProcess:
 
 @pytest.fixture(scope="session")
 def server():
-    (ROOT / "artifacts").mkdir(exist_ok=True)
     proc = ServerProcess()
     try:
         proc.wait_ready()

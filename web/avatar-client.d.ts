@@ -9,6 +9,8 @@ export interface AvatarClientOptions {
   mode?: "tts" | "mirror" | "chat";
   /** STUN/TURN servers; default none (same host or LAN). */
   iceServers?: RTCIceServer[];
+  /** "relay" forces TURN; default "all". */
+  iceTransportPolicy?: RTCIceTransportPolicy;
   /** Bearer token, when the server requires one. */
   token?: string;
   /** Give up connecting after this many milliseconds; default 10000. */

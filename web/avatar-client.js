@@ -12,6 +12,7 @@
  * @property {string} [avatar]   avatar id from GET /v1/avatars; default "default"
  * @property {"tts"|"mirror"|"chat"} [mode]  default "tts"
  * @property {RTCIceServer[]} [iceServers]  STUN/TURN servers; default none (LAN / same host)
+ * @property {RTCIceTransportPolicy} [iceTransportPolicy]  "relay" forces TURN; default "all"
  * @property {string} [token]    bearer token, when the server requires one
  * @property {number} [connectTimeoutMs]  give up connecting after this long; default 10000
  * @property {number} [reconnects]  automatic reconnects after a dropped connection; default 3
@@ -27,6 +28,7 @@ export class AvatarClient extends EventTarget {
     this.avatar = options.avatar || "default";
     this.mode = options.mode || "tts";
     this.iceServers = options.iceServers || [];
+    this.iceTransportPolicy = options.iceTransportPolicy || "all";
     this.token = options.token || null;
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10000;
     this.reconnects = options.reconnects ?? 3;
@@ -93,7 +95,7 @@ export class AvatarClient extends EventTarget {
 
   // --- connection ------------------------------------------------------------
   async _open() {
-    const pc = new RTCPeerConnection({ iceServers: this.iceServers });
+    const pc = new RTCPeerConnection({ iceServers: this.iceServers, iceTransportPolicy: this.iceTransportPolicy });
     this.pc = pc;
     pc.addTransceiver("video", { direction: "recvonly" });
     this._audioSender = pc.addTransceiver("audio", { direction: "sendrecv" }).sender;

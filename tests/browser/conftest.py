@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from tests.conftest import ROOT
+from tests.conftest import ARTIFACTS
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = ROOT / "artifacts"
 
 
 @pytest.fixture(scope="session")

@@ -62,9 +62,9 @@ async def test_connect_shows_the_face_speaks_and_interrupts(page):
     assert await page.get_by_test_id("stats").is_visible()
 
 
-async def test_mirror_mode_lip_syncs_the_fake_microphone(page):
-    await page.get_by_test_id("mode").select_option("mirror")
+async def test_switch_to_mirror_mode_lip_syncs_the_fake_microphone(page):
     await connect(page)
+    await page.get_by_test_id("mode").select_option("mirror")  # reconnects in the new mode
     await page.wait_for_function("() => document.querySelector('[data-testid=mic]').getAttribute('aria-pressed') === 'true'")
     counts = await mouth_track(page, 4.0)  # jfk.flac plays in a loop into the fake microphone
     assert max(counts) > OPEN and np.std(counts) > 40, f"mouth did not follow the microphone: {counts}"
@@ -91,3 +91,14 @@ async def test_embed_page_plays(page, server):
     await page.goto(server.url + "/static/embed.html")
     await wait_playing(page)
     assert face_difference(await video_frame(page), DEFAULT_AVATAR) < 20
+
+
+async def test_unreachable_connection_fails_with_a_clear_error(page):
+    """Relay-only ICE with no TURN server can never connect: a readable error, no hang."""
+    message = await page.evaluate("""async () => {
+        const { AvatarClient } = await import('/web/avatar-client.js');
+        const client = new AvatarClient({ iceTransportPolicy: 'relay', connectTimeoutMs: 3000, reconnects: 0 });
+        try { await client.connect(document.createElement('video')); return 'connected?'; }
+        catch (err) { return `${err.code}: ${err.message}`; }
+    }""")
+    assert message.startswith("ice_failed") and "TURN" in message
