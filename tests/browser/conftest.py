@@ -69,6 +69,7 @@ async def page(browser, server):
 
 async def video_frame(page) -> np.ndarray:
     """The picture the <video> element shows right now, as RGB pixels."""
+    await page.wait_for_function("() => document.querySelector('video').videoWidth > 0")
     data_url = await page.evaluate(
         """() => {
             const v = document.querySelector('video');

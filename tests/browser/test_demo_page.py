@@ -18,8 +18,11 @@ OPEN = 150
 
 
 def face_difference(rgb: np.ndarray, reference_path) -> float:
+    """Mean colour difference over the head at 32x32, so idle head motion barely counts:
+    the portrait itself scores ~11, the same photo mirrored ~55."""
     ref = cv2.cvtColor(cv2.imread(str(reference_path)), cv2.COLOR_BGR2RGB)
-    return float(np.abs(rgb.astype(int) - ref.astype(int))[100:400, 120:400].mean())
+    small = [cv2.resize(x, (32, 32), interpolation=cv2.INTER_AREA).astype(int) for x in (rgb, ref)]
+    return float(np.abs(small[0] - small[1])[6:25, 7:25].mean())
 
 
 async def mouth_track(page, seconds: float) -> list[int]:
@@ -41,7 +44,7 @@ async def test_connect_shows_the_face_speaks_and_interrupts(page):
     frame = await video_frame(page)
     cv2.imwrite(str(ARTIFACTS / "demo-connected.png"), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
     assert frame.shape == (512, 512, 3)
-    assert face_difference(frame, DEFAULT_AVATAR) < 20, "the video does not show the avatar's face"
+    assert face_difference(frame, DEFAULT_AVATAR) < 25, "the video does not show the avatar's face"
     silent = await mouth_track(page, 1.5)
 
     await page.get_by_test_id("speak-text").fill("Good morning! I am talking to you from inside this browser tab, "
@@ -66,6 +69,7 @@ async def test_switch_to_mirror_mode_lip_syncs_the_fake_microphone(page):
     await connect(page)
     await page.get_by_test_id("mode").select_option("mirror")  # reconnects in the new mode
     await page.wait_for_function("() => document.querySelector('[data-testid=mic]').getAttribute('aria-pressed') === 'true'")
+    await wait_playing(page)
     counts = await mouth_track(page, 4.0)  # jfk.flac plays in a loop into the fake microphone
     assert max(counts) > OPEN and np.std(counts) > 40, f"mouth did not follow the microphone: {counts}"
 
@@ -84,13 +88,13 @@ async def test_upload_a_portrait_and_connect_with_it(page):
     mirrored_default = cv2.imread(str(DEFAULT_AVATAR))[:, ::-1]
     cv2.imwrite(str(ARTIFACTS / "mirrored-default.png"), mirrored_default)
     # The uploaded photo is the astronaut mirrored: the picture must match that, not the default.
-    assert face_difference(frame, ARTIFACTS / "mirrored-default.png") < face_difference(frame, DEFAULT_AVATAR) - 5
+    assert face_difference(frame, ARTIFACTS / "mirrored-default.png") < 25 < face_difference(frame, DEFAULT_AVATAR)
 
 
 async def test_embed_page_plays(page, server):
     await page.goto(server.url + "/static/embed.html")
     await wait_playing(page)
-    assert face_difference(await video_frame(page), DEFAULT_AVATAR) < 20
+    assert face_difference(await video_frame(page), DEFAULT_AVATAR) < 25
 
 
 async def test_unreachable_connection_fails_with_a_clear_error(page):
