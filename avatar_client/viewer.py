@@ -22,8 +22,11 @@ class Received:
 class AvatarViewer:
     """Connects like a browser would; keeps the last `keep_frames` video frames."""
 
-    def __init__(self, base_url: str, keep_frames: int = 2000, avatar: str = "default"):
-        self.base_url, self.keep, self.avatar = base_url.rstrip("/"), keep_frames, avatar
+    def __init__(self, base_url: str, keep_frames: int = 2000, avatar: str = "default", mode: str = "tts",
+                 microphone: str | None = None):
+        """`microphone`: an audio file played into the session as the user's voice (mirror/chat)."""
+        self.base_url, self.keep, self.avatar, self.mode = base_url.rstrip("/"), keep_frames, avatar, mode
+        self.microphone = microphone
         self.pc = RTCPeerConnection()
         self.received = Received()
         self.session_id: str | None = None
@@ -31,14 +34,21 @@ class AvatarViewer:
         self.video_count = 0
         self._tasks: list[asyncio.Task] = []
         self._http = aiohttp.ClientSession()
+        self._player = None
 
     async def connect(self) -> dict:
         self.pc.addTransceiver("video", direction="recvonly")
-        self.pc.addTransceiver("audio", direction="recvonly")
+        if self.microphone:
+            from aiortc.contrib.media import MediaPlayer
+
+            self._player = MediaPlayer(self.microphone)
+            self.pc.addTransceiver(self._player.audio, direction="sendrecv")
+        else:
+            self.pc.addTransceiver("audio", direction="recvonly")
         self.pc.on("track", self._on_track)
         await self.pc.setLocalDescription(await self.pc.createOffer())
         self.offer_sent_at = time.monotonic()
-        body = {"sdp": self.pc.localDescription.sdp, "type": "offer", "avatar": self.avatar}
+        body = {"sdp": self.pc.localDescription.sdp, "type": "offer", "avatar": self.avatar, "mode": self.mode}
         async with self._http.post(f"{self.base_url}/v1/sessions", json=body) as res:
             answer = await res.json()
             if res.status != 201:

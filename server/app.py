@@ -15,7 +15,11 @@ from aiohttp import WSMsgType, web
 from engine.config import EngineConfig
 
 from . import encoder
+from .audio_sources.agent_ws import parse_rate, serve_agent_audio
+from .audio_sources.asr import SpeechRecognizer
+from .audio_sources.llm import ChatLLM, LlmConfig
 from .audio_sources.tts import PiperTts, TextToSpeech
+from .conversation import NO_LLM, Conversation
 from .avatars import MAX_UPLOAD_BYTES, AvatarStore
 from .config import ServerConfig
 from .engine_client import EngineClient
@@ -40,6 +44,9 @@ class Server:
         self.engine = EngineClient(engine_config, config.workers)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.sessions: dict[str, Session] = {}
+        self.asr = SpeechRecognizer()
+        self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
+        self._asr_warm: asyncio.Task | None = None
         self.avatars = AvatarStore(config.avatar, config.avatars_dir)
         self.started = time.time()
 
@@ -52,6 +59,7 @@ class Server:
         await self.engine.stop()
         await self.tts.close()
         self.avatars.close()
+        self.asr.close()
 
     def session(self, request: web.Request) -> Session:
         session = self.sessions.get(request.match_info["id"])
@@ -66,8 +74,6 @@ class Server:
         mode = body.get("mode", "tts")
         if mode not in MODES:
             raise ApiError(400, "bad_mode", f"'mode' must be one of {', '.join(MODES)}")
-        if mode == "chat":
-            raise ApiError(422, "mode_unavailable", "chat mode is not available on this server yet")
         avatar = self.avatars.path(body.get("avatar", "default"))
         session_id = secrets.token_hex(8)
         hub = EventHub(session_id)
@@ -78,6 +84,10 @@ class Server:
                           self.engine_config.chunk_frames, self.config.lead_frames, mode,
                           echo=bool(self.config.mirror_echo))
         engine.on_error = lambda exc: session.fail(exc.code, str(exc))
+        if mode == "chat":
+            session.conversation = Conversation(session, self.asr, self.llm)
+            if self._asr_warm is None:  # load Whisper while the user says hello
+                self._asr_warm = asyncio.create_task(self.asr.warm())
         session.start()  # render the first frames while ICE and DTLS run
         try:
             local = await answer(pc, sdp, session.video, session.audio, hear=mode != "tts")
@@ -119,6 +129,8 @@ class Server:
         if session.ttff_ms is not None:
             await ws.send_json({"type": "first_frame", "session_id": session.id, "t": time.time(),
                                 "ttff_ms": round(session.ttff_ms, 1)})
+        if session.mode == "chat" and not self.llm.configured:
+            await ws.send_json(_error_event(session.id, "llm_not_configured", NO_LLM))
         sender = asyncio.create_task(_forward(queue, ws))
         try:
             async for msg in ws:
@@ -143,6 +155,10 @@ class Server:
             await ws.send_json(_error_event(session.id, "bad_message", "message is not valid JSON"))
         except ApiError as exc:
             await ws.send_json(_error_event(session.id, exc.code, exc.message))
+
+    async def agent_audio(self, request: web.Request) -> web.WebSocketResponse:
+        session = self.session(request)
+        return await serve_agent_audio(session, request, parse_rate(request))
 
     async def avatars_list(self, request: web.Request) -> web.Response:
         return web.json_response(self.avatars.listing())
@@ -211,6 +227,7 @@ def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(
     app.router.add_post("/v1/sessions/{id}/interrupt", server.interrupt)
     app.router.add_delete("/v1/sessions/{id}", server.delete_session)
     app.router.add_get("/v1/sessions/{id}/events", server.events)
+    app.router.add_get("/v1/sessions/{id}/audio", server.agent_audio)
     app.router.add_get("/v1/avatars", server.avatars_list)
     app.router.add_post("/v1/avatars", server.avatars_add)
     app.router.add_static("/static/", ROOT / "static")

@@ -35,6 +35,10 @@ class ServerConfig:
     """Where uploaded and --avatar portraits are kept, prepared and analysed."""
     mirror_echo: int = 1
     """Mirror mode: 1 plays the user's voice back with the face, 0 sends silence instead."""
+    llm_base_url: str = ""
+    """Chat mode's OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (Ollama)."""
+    llm_model: str = ""
+    llm_api_key: str = ""
     tts_voice: str = ""
     """Piper voice model (.onnx); empty means the bundled joe-us voice."""
 

@@ -23,6 +23,7 @@ from engine.config import FPS, SAMPLES_PER_FRAME
 
 FRAME_S = 1 / FPS
 SILENCE = np.zeros(SAMPLES_PER_FRAME, np.int16)
+MUTED_KEPT = 64  # cancelled ids only matter while their audio may still be in flight
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Playout:
         self.consumed = asyncio.Event()
         self.ready = asyncio.Event()  # set by the first rendered frame: the clock starts there
         self.stats = PlayoutStats()
-        self.muted: set[str] = set()
+        self.muted: dict[str, None] = {}  # recently cancelled utterances, oldest first (bounded)
         self._frame_of, self._release, self._on_marks = frame_of, release, on_marks
         self._tick = -1
         self._video = av.VideoFrame(size, size, "yuv420p")
@@ -99,9 +100,11 @@ class Playout:
 
     def mute(self, utterances: list[str]) -> None:
         """Silence queued frames of cancelled utterances (their pictures still play out)."""
-        self.muted.update(utterances)
+        self.muted.update(dict.fromkeys(utterances))
+        while len(self.muted) > MUTED_KEPT:
+            del self.muted[next(iter(self.muted))]
         for entry in self.queue:
-            if self.muted.intersection(entry.utterances):
+            if self.muted.keys() & set(entry.utterances):
                 entry.pcm = SILENCE
                 entry.marks = []
 

@@ -20,7 +20,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
 
-from .audio_sources.tts import TextToSpeech, TtsError, stream_speech
+from .audio_sources.tts import TextToSpeech, TtsError, split_stream
 from .engine_client import EngineError, EngineSession
 from .events import EventHub
 from .playout import AVFrame, Playout
@@ -28,6 +28,10 @@ from .speech import Mark, Piece, SpeechQueue
 from .tracks import AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.session")
+
+
+def new_utterance_id() -> str:
+    return uuid.uuid4().hex[:12]
 STATS_PERIOD_S = 1.0
 MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone
 MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
@@ -43,6 +47,7 @@ class Session:
                  echo: bool = True):
         self.id, self.pc, self.engine, self.tts, self.hub = session_id, pc, engine, tts, hub
         self.mode, self.echo = mode, echo
+        self.conversation = None  # set by the server in chat mode
         self.chunk_frames, self.lead = chunk_frames, max(lead_frames, chunk_frames)
         self.speech = SpeechQueue()
         self.playout = Playout(engine.frame, engine.release, self._on_marks, size)
@@ -52,7 +57,8 @@ class Session:
         self.closed = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._speaking: dict[str, int] = {}  # utterance id -> frames played
-        self._tts_tasks: dict[str, asyncio.Task] = {}
+        self._producers: dict[str, asyncio.Task] = {}  # utterance id -> task feeding its audio
+        self._live: set[str] = set()  # utterances fed by pushed audio, still open
         self._texts: dict[str, str] = {}  # utterance id -> text, until it starts playing
         self.ttff_ms: float | None = None
 
@@ -62,6 +68,14 @@ class Session:
         self._spawn(self._connect_watchdog())
         self.pc.on("track", self._on_remote_track)
 
+    def spawn(self, coro) -> asyncio.Task:
+        """Run a task that ends with the session."""
+        return self._spawn(coro)
+
+    @staticmethod
+    def new_utterance() -> str:
+        return new_utterance_id()
+
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
@@ -69,31 +83,66 @@ class Session:
         return task
 
     # --- speech ----------------------------------------------------------------
+    # Every utterance has one id from its source (text, LLM reply, agent audio) to the
+    # playout; `interrupt` cancels them all through this one path.
     def speak(self, text: str) -> str:
-        utterance_id = uuid.uuid4().hex[:12]
-        self._tts_tasks[utterance_id] = self._spawn(self._speak(utterance_id, text))
+        """Speak `text` sentence by sentence; returns the utterance id."""
+        utterance_id = new_utterance_id()
         self._texts[utterance_id] = text
+        self.produce(utterance_id, self.speak_sentences(utterance_id, split_stream(text)))
         return utterance_id
 
-    async def _speak(self, utterance_id: str, text: str) -> None:
+    def produce(self, utterance_id: str, producer) -> None:
+        """Run a coroutine that pushes an utterance's audio; it is cancelled by `interrupt`."""
+        self._producers[utterance_id] = self._spawn(self._run_producer(utterance_id, producer))
+
+    async def _run_producer(self, utterance_id: str, producer) -> None:
         try:
-            async for pcm in stream_speech(self.tts, text):
-                await self.speech.push(utterance_id, pcm)
+            await producer
         except TtsError as exc:
             self.hub.emit("error", code="tts_failed", message=str(exc))
         finally:
-            self._tts_tasks.pop(utterance_id, None)
-            if not self.closed.is_set():
+            self._producers.pop(utterance_id, None)
+            if not self.closed.is_set() and utterance_id not in self.playout.muted:
                 self.speech.finish(utterance_id)
 
+    async def speak_sentences(self, utterance_id: str, sentences) -> None:
+        async for sentence in sentences:
+            await self.speech.push(utterance_id, await self.tts.synthesize(sentence))
+
+    def open_live(self) -> str:
+        """An utterance fed by pushed audio (the agent socket); `push_live`/`end_live` follow."""
+        utterance_id = new_utterance_id()
+        self._live.add(utterance_id)
+        return utterance_id
+
+    async def push_audio(self, utterance_id: str, pcm48: np.ndarray) -> bool:
+        """Queue pushed audio; False once the utterance was interrupted."""
+        if utterance_id not in self._live:
+            return False
+        await self.speech.push(utterance_id, pcm48)
+        return True
+
+    def end_live(self, utterance_id: str) -> None:
+        if utterance_id in self._live:
+            self._live.discard(utterance_id)
+            self.speech.finish(utterance_id)
+
+    @property
+    def speaking(self) -> bool:
+        return bool(self._speaking or self._producers or self._live or self.speech.buffered)
+
     def interrupt(self) -> list[str]:
-        """Cancel all speech now: synthesis, queued audio, and audio already rendered."""
-        cancelled = set(self._tts_tasks)
-        for task in list(self._tts_tasks.values()):
+        """Cancel all speech now: its source, queued audio, and audio already rendered."""
+        cancelled = set(self._producers) | self._live
+        self.playout.mute(list(cancelled))  # first, so producers' finally blocks add no end mark
+        for task in list(self._producers.values()):
             task.cancel()
-        self._tts_tasks.clear()
+        self._producers.clear()
+        self._live.clear()
         cancelled.update(self.speech.cancel())
         cancelled.update(self._speaking)
+        cancelled.discard(MIRROR)
         self.playout.mute(list(cancelled))
         for utterance_id in cancelled:
             self._texts.pop(utterance_id, None)
@@ -118,17 +167,21 @@ class Session:
 
     # --- microphone ------------------------------------------------------------
     def _on_remote_track(self, track) -> None:
-        if track.kind == "audio" and self.mode == "mirror":
-            self._spawn(self._mirror(track))
+        if track.kind != "audio":
+            return
+        if self.mode == "mirror":  # the user's voice drives the face as it arrives
+            self._spawn(self._listen(track, SAMPLE_RATE,
+                                     lambda pcm: self.speech.push_live(MIRROR, pcm, MIRROR_BACKLOG)))
+        elif self.mode == "chat" and self.conversation is not None:
+            self._spawn(self._listen(track, 16_000, self.conversation.hear))
 
-    async def _mirror(self, track) -> None:
-        """Mirror mode: the user's voice drives the face as it arrives."""
-        resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
+    async def _listen(self, track, rate: int, sink) -> None:
+        resampler = av.AudioResampler("s16", "mono", rate)
         try:
             while not self.closed.is_set():
                 frame = await track.recv()
                 for out in resampler.resample(frame):
-                    self.speech.push_live(MIRROR, out.to_ndarray().reshape(-1), MIRROR_BACKLOG)
+                    sink(out.to_ndarray().reshape(-1))
         except MediaStreamError:
             pass
 
@@ -160,7 +213,7 @@ class Session:
             marks = [m for m in piece.marks if lo <= m.offset < hi or (m.offset == hi and i == len(slots) - 1)]
             pcm = piece.pcm[lo:hi]
             utterances = piece.utterances if pcm.any() else []
-            if self.playout.muted.intersection(piece.utterances) or (not self.echo and MIRROR in utterances):
+            if self.playout.muted.keys() & set(piece.utterances) or (not self.echo and MIRROR in utterances):
                 pcm, marks, utterances = np.zeros_like(pcm), [], []
             self.playout.push(AVFrame(slot, pcm, marks, list(utterances), jaw[i]))
 

@@ -100,7 +100,8 @@ class SpeechQueue:
             take = min(n - filled, len(seg.pcm) - self._offset)
             if take > 0:
                 piece.pcm[filled : filled + take] = seg.pcm[self._offset : self._offset + take]
-                piece.utterances.append(seg.utterance_id)
+                if seg.utterance_id not in piece.utterances:
+                    piece.utterances.append(seg.utterance_id)
             filled += take
             self._offset += take
             if self._offset < len(seg.pcm):

@@ -152,7 +152,22 @@ class PiperTts:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-async def stream_speech(tts: TextToSpeech, text: str) -> AsyncIterator[np.ndarray]:
-    """Sentence by sentence, so the first one plays while the rest are synthesised."""
+async def split_stream(text: str) -> AsyncIterator[str]:
+    """The sentences of a finished text, as a stream like an LLM's."""
     for sentence in split_sentences(text):
-        yield await tts.synthesize(sentence)
+        yield sentence
+
+
+async def sentences_of(tokens: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Whole sentences out of a token stream, each as soon as it is complete, so speech
+    starts while the rest of the reply is still being generated."""
+    buffer = ""
+    async for token in tokens:
+        buffer += token
+        parts = SENTENCE_END.split(buffer)
+        for sentence in parts[:-1]:
+            for piece in split_sentences(sentence):
+                yield piece
+        buffer = parts[-1]
+    for piece in split_sentences(buffer):
+        yield piece

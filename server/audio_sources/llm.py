@@ -1,0 +1,68 @@
+"""ChatLLM: any OpenAI-compatible streaming chat endpoint (Ollama, vLLM, OpenAI, ...)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import aiohttp
+
+
+class LlmError(Exception):
+    """The LLM could not be reached or answered with an error."""
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    base_url: str = ""
+    """e.g. http://127.0.0.1:11434/v1 (Ollama); empty: chat mode says it has no LLM."""
+    model: str = ""
+    api_key: str = ""
+    system_prompt: str = ("You are a friendly assistant speaking through a talking avatar. "
+                          "Answer in one to three short spoken sentences, without lists or markup.")
+    timeout_s: float = 60.0
+
+
+class ChatLLM:
+    """Streams the assistant's reply, token by token, for a list of chat messages."""
+
+    def __init__(self, config: LlmConfig):
+        self.config = config
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.config.base_url)
+
+    async def stream(self, messages: list[dict]) -> AsyncIterator[str]:
+        c = self.config
+        headers = {"Authorization": f"Bearer {c.api_key}"} if c.api_key else {}
+        body = {"model": c.model, "stream": True,
+                "messages": [{"role": "system", "content": c.system_prompt}, *messages]}
+        url = c.base_url.rstrip("/") + "/chat/completions"
+        try:
+            timeout = aiohttp.ClientTimeout(total=c.timeout_s)
+            async with aiohttp.ClientSession(timeout=timeout) as http:
+                async with http.post(url, json=body, headers=headers) as res:
+                    if res.status >= 400:
+                        raise LlmError(f"the LLM answered {res.status}: {(await res.text())[:200]}")
+                    async for piece in _sse_content(res.content):
+                        yield piece
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise LlmError(f"the LLM at {c.base_url} could not be reached: {exc}") from None
+
+
+async def _sse_content(stream: aiohttp.StreamReader) -> AsyncIterator[str]:
+    async for raw in stream:
+        line = raw.decode(errors="replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            delta = json.loads(data)["choices"][0].get("delta", {})
+        except (ValueError, KeyError, IndexError, TypeError):
+            continue
+        if delta.get("content"):
+            yield delta["content"]

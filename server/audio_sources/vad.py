@@ -1,0 +1,83 @@
+"""TurnDetector: webrtcvad on 20 ms frames at 16 kHz, with onset and hangover.
+
+Speech starts after `onset` voiced frames out of the last `window`; it ends after
+`hangover_ms` without voice. The turn's audio (with a little lead-in) is returned
+at the end, capped in length so a never-ending talker cannot grow memory.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+RATE = 16_000
+FRAME = RATE // 50  # 20 ms
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    aggressiveness: int = 2
+    """webrtcvad mode 0-3; higher rejects more noise."""
+    onset_frames: int = 4
+    """Voiced frames among the last `window_frames` that start a turn (80 ms)."""
+    window_frames: int = 6
+    hangover_ms: int = 600
+    """Silence that ends a turn: long enough for a breath between words, short enough to answer fast."""
+    lead_in_ms: int = 200
+    """Audio kept from before the onset, so the first syllable reaches the recogniser."""
+    max_turn_s: float = 30.0
+
+
+@dataclass
+class TurnEvent:
+    kind: str  # "start" | "end"
+    audio: np.ndarray | None = None  # 16 kHz int16, on "end"
+
+
+class TurnDetector:
+    """Feed 16 kHz int16 audio of any length; get start/end events."""
+
+    def __init__(self, config: VadConfig = VadConfig()):
+        import webrtcvad
+
+        self.config = config
+        self._vad = webrtcvad.Vad(config.aggressiveness)
+        self._pending = np.zeros(0, np.int16)
+        self._recent: deque[bool] = deque(maxlen=config.window_frames)
+        self._before: deque[np.ndarray] = deque(maxlen=config.lead_in_ms // 20)
+        self._turn: list[np.ndarray] = []
+        self._silent_frames = 0
+        self.speaking = False
+
+    def feed(self, pcm: np.ndarray) -> list[TurnEvent]:
+        self._pending = np.concatenate([self._pending, pcm.astype(np.int16)])
+        events = []
+        while len(self._pending) >= FRAME:
+            frame, self._pending = self._pending[:FRAME], self._pending[FRAME:]
+            event = self._frame(frame)
+            if event:
+                events.append(event)
+        return events
+
+    def _frame(self, frame: np.ndarray) -> TurnEvent | None:
+        voiced = self._vad.is_speech(frame.tobytes(), RATE)
+        self._recent.append(voiced)
+        if not self.speaking:
+            self._before.append(frame)
+            if sum(self._recent) >= self.config.onset_frames:
+                self.speaking, self._silent_frames = True, 0
+                self._turn = list(self._before)
+                return TurnEvent("start")
+            return None
+        self._turn.append(frame)
+        self._silent_frames = 0 if voiced else self._silent_frames + 1
+        too_long = len(self._turn) * 20 > self.config.max_turn_s * 1000
+        if self._silent_frames * 20 >= self.config.hangover_ms or too_long:
+            audio = np.concatenate(self._turn)
+            self.speaking, self._turn = False, []
+            self._recent.clear()
+            self._before.clear()
+            return TurnEvent("end", audio)
+        return None

@@ -1,0 +1,78 @@
+"""Conversation: chat mode. Hears the user, takes turns, answers through the LLM.
+
+Microphone audio (16 kHz) -> TurnDetector -> on the end of a turn, Whisper ->
+`transcript` (user) -> the LLM's streamed reply -> sentences -> TTS -> the session's
+SpeechQueue under one utterance id. The user starting to talk while the avatar speaks
+interrupts it (barge-in) through the session's one cancellation path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, AsyncIterator
+
+import numpy as np
+
+from .audio_sources.asr import SpeechRecognizer
+from .audio_sources.llm import ChatLLM, LlmError
+from .audio_sources.tts import sentences_of
+from .audio_sources.vad import TurnDetector, VadConfig
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("server.conversation")
+HISTORY_MESSAGES = 12  # the LLM sees the last few turns; older ones are dropped
+NO_LLM = ("chat mode needs an LLM: start the server with AVATAR_LLM_BASE_URL "
+          "(any OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama) and AVATAR_LLM_MODEL")
+
+
+class Conversation:
+    """One session's chat state; see the module docstring."""
+
+    def __init__(self, session: "Session", asr: SpeechRecognizer, llm: ChatLLM, vad: VadConfig = VadConfig()):
+        self.session, self.asr, self.llm = session, asr, llm
+        self.detector = TurnDetector(vad)
+        self.history: deque[dict] = deque(maxlen=HISTORY_MESSAGES)
+
+    def hear(self, pcm16k: np.ndarray) -> None:
+        for event in self.detector.feed(pcm16k):
+            if event.kind == "start":
+                self.session.hub.emit("user_speech_started")
+                if self.session.speaking:
+                    self.session.interrupt()  # barge-in
+            else:
+                self.session.hub.emit("user_speech_ended")
+                self.session.spawn(self._turn(event.audio))
+
+    async def _turn(self, audio: np.ndarray) -> None:
+        text = await self.asr.transcribe(audio)
+        if not text:
+            return
+        self.session.hub.emit("transcript", role="user", text=text, final=True)
+        if not self.llm.configured:
+            self.session.hub.emit("error", code="llm_not_configured", message=NO_LLM)
+            return
+        self.history.append({"role": "user", "content": text})
+        utterance_id = self.session.new_utterance()
+        self.session.produce(utterance_id, self._reply(utterance_id))
+
+    async def _reply(self, utterance_id: str) -> None:
+        words: list[str] = []
+
+        async def tokens() -> AsyncIterator[str]:
+            async for token in self.llm.stream(list(self.history)):
+                words.append(token)
+                yield token
+
+        try:
+            await self.session.speak_sentences(utterance_id, sentences_of(tokens()))
+        except LlmError as exc:
+            self.session.hub.emit("error", code="llm_failed", message=str(exc))
+        finally:
+            reply = "".join(words).strip()
+            if reply:  # what was said, even when a barge-in cut it short
+                self.history.append({"role": "assistant", "content": reply})
+                self.session.hub.emit("transcript", role="avatar", text=reply, final=True,
+                                      utterance_id=utterance_id)

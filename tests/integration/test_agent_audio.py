@@ -1,0 +1,117 @@
+"""The agent audio socket with real speech: rendering starts on the first chunk; interrupt silences."""
+
+import asyncio
+import json
+import time
+
+import aiohttp
+import numpy as np
+import pytest
+
+from avatar_client import AgentClient, AvatarViewer
+from tests.integration.test_session import OPEN, collect_events, rms, wait_for_event
+from tests.mouth import dark_pixels
+
+pytestmark = pytest.mark.integration
+CHUNK_MS = 40
+
+
+@pytest.fixture(scope="module")
+def jfk_pcm16(jfk_pcm48) -> np.ndarray:
+    from scipy.signal import resample_poly
+
+    return np.clip(resample_poly(jfk_pcm48.astype(np.float32), 1, 3), -32768, 32767).astype(np.int16)
+
+
+async def push_paced(voice, pcm: np.ndarray, rate: int, speed: float = 1.0) -> None:
+    step = rate * CHUNK_MS // 1000
+    start = time.monotonic()
+    for i, lo in enumerate(range(0, len(pcm), step)):
+        await voice.push(pcm[lo : lo + step])
+        await asyncio.sleep(max(0.0, start + (i + 1) * CHUNK_MS / 1000 / speed - time.monotonic()))
+
+
+async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm16):
+    viewer = AvatarViewer(server.url)
+    await viewer.connect()
+    events, stop = [], asyncio.Event()
+    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    agent = AgentClient(server.url, viewer.session_id)
+    try:
+        await viewer.wait_frames(25)
+        voice = await agent.open_audio(16000)
+        first_chunk = time.time()
+        pusher = asyncio.ensure_future(push_paced(voice, jfk_pcm16, 16000))
+        started = await wait_for_event(events, "speak_started", 5)
+        latency_ms = (started["t"] - first_chunk) * 1000
+        assert not pusher.done(), "speak_started must not wait for the end of the audio"
+        assert latency_ms < 300, f"speak_started {latency_ms:.0f} ms after the first chunk"
+        await asyncio.sleep(3.0)
+        shift = time.monotonic() - time.time()
+        frames = [rgb for t, rgb in viewer.received.video if t >= started["t"] + shift]
+        counts = [dark_pixels(f) for f in frames]
+        assert sum(c > OPEN for c in counts) > 0.3 * len(counts), "the mouth did not follow the pushed speech"
+        await pusher
+        await voice.end()
+        ended = await wait_for_event(events, "speak_ended", 10)
+        assert ended["utterance_id"] == started["utterance_id"]
+        await voice.close()
+    finally:
+        stop.set()
+        reader.cancel()
+        await agent.close()
+        await viewer.close()
+
+
+async def test_interrupt_on_the_socket_silences_the_client(server, jfk_pcm16):
+    viewer = AvatarViewer(server.url)
+    await viewer.connect()
+    events, stop = [], asyncio.Event()
+    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    agent = AgentClient(server.url, viewer.session_id)
+    try:
+        await viewer.wait_frames(25)
+        voice = await agent.open_audio(16000)
+        await push_paced(voice, jfk_pcm16[: 16000 * 8], 16000, speed=4.0)  # agents often push ahead
+        started = await wait_for_event(events, "speak_started", 5)
+        await asyncio.sleep(1.0)
+        await voice.interrupt()
+        sent = time.monotonic()
+        event = await wait_for_event(events, "interrupted", 5)
+        spoken_ms = (event["t"] - started["t"]) * 1000
+        assert abs(event["played_ms"] - spoken_ms) < 200, (event["played_ms"], spoken_ms)
+        await asyncio.sleep(1.5)
+        assert rms(viewer, sent - 1.5, sent - 0.2) > 300, "no speech before the interrupt?"
+        assert rms(viewer, sent + 0.4, sent + 1.4) < 30, "audio went on after the interrupt"
+        assert not any(e["type"] == "speak_ended" for e in events)
+        await voice.close()
+    finally:
+        stop.set()
+        reader.cancel()
+        await agent.close()
+        await viewer.close()
+
+
+async def test_agent_socket_refuses_bad_input_clearly(server):
+    viewer = AvatarViewer(server.url)
+    await viewer.connect()
+    try:
+        async with aiohttp.ClientSession() as http:
+            base = f"{server.url}/v1/sessions/{viewer.session_id}/audio"
+            for query in ("?rate=abc", "?rate=4000", "?rate=96000"):
+                async with http.get(base + query) as res:
+                    assert res.status == 400 and (await res.json())["error"]["code"] == "bad_rate"
+            async with http.get(f"{server.url}/v1/sessions/nope/audio") as res:
+                assert res.status == 404
+            async with http.ws_connect(base + "?rate=16000") as ws:
+                await ws.send_bytes(b"\x00\x01\x02")
+                reply = json.loads((await ws.receive()).data)
+                assert reply["type"] == "error" and reply["code"] == "bad_audio"
+                await ws.send_str("hello")
+                reply = json.loads((await ws.receive()).data)
+                assert reply["type"] == "error" and reply["code"] == "bad_message"
+                await ws.send_bytes(np.zeros(320, np.int16).tobytes())
+                reply = json.loads((await ws.receive()).data)
+                assert reply["type"] == "utterance"  # the session still works
+    finally:
+        await viewer.close()
