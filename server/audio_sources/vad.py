@@ -20,6 +20,8 @@ FRAME = RATE // 50  # 20 ms
 class VadConfig:
     aggressiveness: int = 2
     """webrtcvad mode 0-3; higher rejects more noise."""
+    min_level_dbfs: float = -50.0
+    """Quieter frames are never speech: webrtcvad alone fires on faint steady noise."""
     onset_frames: int = 4
     """Voiced frames among the last `window_frames` that start a turn (80 ms)."""
     window_frames: int = 6
@@ -62,7 +64,8 @@ class TurnDetector:
         return events
 
     def _frame(self, frame: np.ndarray) -> TurnEvent | None:
-        voiced = self._vad.is_speech(frame.tobytes(), RATE)
+        level = 20 * np.log10(np.sqrt(np.mean(frame.astype(np.float32) ** 2)) / 32768 + 1e-9)
+        voiced = level > self.config.min_level_dbfs and self._vad.is_speech(frame.tobytes(), RATE)
         self._recent.append(voiced)
         if not self.speaking:
             self._before.append(frame)

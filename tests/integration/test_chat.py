@@ -1,0 +1,132 @@
+"""Chat mode end to end: a spoken question goes through VAD, Whisper and a local LLM; the answer is spoken."""
+
+import asyncio
+import json
+import wave
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from avatar_client import AvatarViewer
+from server.audio_sources.tts import PiperTts
+from tests.conftest import ARTIFACTS, ServerProcess
+from tests.fake_llm import FakeLLM
+from tests.integration.test_session import collect_events, rms, wait_for_event
+
+pytestmark = pytest.mark.integration
+ANSWER = "The capital of France is Paris. It is famous for the Eiffel Tower."
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def fake_llm():
+    llm = FakeLLM(ANSWER)
+    await llm.start()
+    yield llm
+    await llm.stop()
+
+
+@pytest.fixture(scope="module")
+def chat_server(fake_llm):
+    proc = ServerProcess(env={"AVATAR_LLM_BASE_URL": fake_llm.url, "AVATAR_LLM_MODEL": "test-model"})
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def question_speech() -> np.ndarray:
+    tts = PiperTts()
+    await tts.start()
+    try:
+        return await tts.synthesize("What is the capital of France?")
+    finally:
+        await tts.close()
+
+
+def write_wav(name: str, *parts: np.ndarray):
+    path = ARTIFACTS / name
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(48000)
+        wav.writeframes(np.concatenate(parts).astype(np.int16).tobytes())
+    return path
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(48000 * seconds), np.int16)
+
+
+@pytest.fixture(scope="module")
+def question_wav(question_speech):
+    """The spoken question, with silence after it so the turn ends."""
+    return write_wav("question.wav", silence(0.5), question_speech, silence(3))
+
+
+async def test_spoken_question_is_answered_out_loud(chat_server, fake_llm, question_wav):
+    viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(question_wav))
+    await viewer.connect()
+    events, stop = [], asyncio.Event()
+    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    try:
+        await wait_for_event(events, "user_speech_started", 20)
+        await wait_for_event(events, "user_speech_ended", 20)
+        heard = await wait_for_event(events, "transcript", 20)
+        assert heard["role"] == "user" and "capital" in heard["text"].lower() and "france" in heard["text"].lower()
+        started = await wait_for_event(events, "speak_started", 20)
+        await wait_for_event(events, "speak_ended", 30)
+        said = [e for e in events if e["type"] == "transcript" and e["role"] == "avatar"]
+        assert said and said[-1]["text"] == ANSWER and said[-1]["utterance_id"] == started["utterance_id"]
+        request = fake_llm.requests[-1]
+        assert request["stream"] is True and request["model"] == "test-model"
+        assert "france" in request["messages"][-1]["content"].lower()
+        import time
+
+        shift = time.monotonic() - time.time()
+        assert rms(viewer, started["t"] + shift, started["t"] + shift + 2.0) > 300, "the answer was not heard"
+    finally:
+        stop.set()
+        reader.cancel()
+        await viewer.close()
+
+
+async def test_user_talking_over_the_avatar_interrupts_it(chat_server, question_speech):
+    wav = write_wav("barge-in.wav", silence(4.0), question_speech, silence(3))
+    viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
+    await viewer.connect()
+    events, stop = [], asyncio.Event()
+    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    try:
+        _, body = await viewer.post("speak", {"text": "Let me tell you a very long story about my travels. " * 4})
+        await wait_for_event(events, "speak_started", 10)
+        barge = await wait_for_event(events, "user_speech_started", 15)
+        cut = await wait_for_event(events, "interrupted", 5)
+        assert cut["utterance_id"] == body["utterance_id"] and cut["t"] - barge["t"] < 0.1
+        await wait_for_event(events, "transcript", 20)
+        answers = [e for e in events if e["type"] == "speak_started" and e["utterance_id"] != body["utterance_id"]]
+        for _ in range(100):
+            if answers:
+                break
+            await asyncio.sleep(0.1)
+            answers = [e for e in events if e["type"] == "speak_started" and e["utterance_id"] != body["utterance_id"]]
+        assert answers, "the question after the barge-in was not answered"
+    finally:
+        stop.set()
+        reader.cancel()
+        await viewer.close()
+
+
+async def test_chat_without_an_llm_says_so(server):
+    viewer = AvatarViewer(server.url, mode="chat")
+    await viewer.connect()
+    try:
+        ws = await viewer.events()
+        first = json.loads((await ws.receive(timeout=10)).data)
+        assert first["type"] == "error" and first["code"] == "llm_not_configured"
+        assert "AVATAR_LLM_BASE_URL" in first["message"]
+        await ws.close()
+    finally:
+        await viewer.close()
