@@ -8,6 +8,7 @@ interrupts it (barge-in) through the session's one cancellation path.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, AsyncIterator
@@ -35,6 +36,9 @@ class Conversation:
         self.session, self.asr, self.llm = session, asr, llm
         self.detector = TurnDetector(vad)
         self.history: deque[dict] = deque(maxlen=HISTORY_MESSAGES)
+        # Recognition started at a pause, reused if the turn then ends with no new words:
+        # it overlaps the hangover instead of following it.
+        self._early: tuple[int, asyncio.Future] | None = None
 
     def hear(self, pcm16k: np.ndarray) -> None:
         for event in self.detector.feed(pcm16k):
@@ -42,12 +46,19 @@ class Conversation:
                 self.session.hub.emit("user_speech_started")
                 if self.session.speaking:
                     self.session.interrupt()  # barge-in
+            elif event.kind == "pause":
+                if self._early is None or self._early[1].done():
+                    self._early = (event.voiced, asyncio.ensure_future(self.asr.transcribe(event.audio)))
             else:
                 self.session.hub.emit("user_speech_ended")
-                self.session.spawn(self._turn(event.audio))
+                early, self._early = self._early, None
+                reuse = early[1] if early and early[0] == event.voiced else None
+                log.info("turn ended: %d voiced frames, early recognition %s", event.voiced,
+                         "reused" if reuse else "not usable")
+                self.session.spawn(self._turn(event.audio, reuse))
 
-    async def _turn(self, audio: np.ndarray) -> None:
-        text = await self.asr.transcribe(audio)
+    async def _turn(self, audio: np.ndarray, early: asyncio.Future | None) -> None:
+        text = await (early or self.asr.transcribe(audio))
         if not text:
             return
         self.session.hub.emit("transcript", role="user", text=text, final=True)

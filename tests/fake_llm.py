@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from aiohttp import web
 
@@ -16,6 +17,7 @@ class FakeLLM:
     def __init__(self, answer: str):
         self.answer = answer
         self.requests: list[dict] = []
+        self.last_first_token_ms = 0.0  # request arrival -> first token written
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._runner: web.AppRunner | None = None
@@ -32,13 +34,16 @@ class FakeLLM:
             await self._runner.cleanup()
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
         body = await request.json()
         self.requests.append(body)
         res = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await res.prepare(request)
-        for word in self.answer.split(" "):
+        for i, word in enumerate(self.answer.split(" ")):
             chunk = {"choices": [{"index": 0, "delta": {"content": word + " "}}]}
             await res.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            if i == 0:
+                self.last_first_token_ms = (time.monotonic() - arrived) * 1000
             await asyncio.sleep(0.01)
         await res.write(b"data: [DONE]\n\n")
         return res

