@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
 
 from .app import create_app
-from .config import ServerConfig
+from .config import ConfigError, ServerConfig
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,23 +18,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8080)")
     parser.add_argument("--avatar", type=Path, help="portrait image for the default avatar")
-    parser.add_argument("--config", type=Path, help="TOML file (reserved; AVATAR_* variables work today)")
+    parser.add_argument("--config", type=Path, help="TOML file of settings (see README); AVATAR_* variables override it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    avatar = _prepare_avatar(args.avatar) if args.avatar else None
-    config = ServerConfig.from_env(host=args.host, port=args.port, avatar=avatar)
+    try:
+        config = ServerConfig.load(args.config, host=args.host, port=args.port)
+    except ConfigError as exc:
+        raise SystemExit(f"avatar-server: {exc}") from None
+    if args.avatar:
+        config = replace(config, avatar=_prepare_avatar(args.avatar, config.avatars_dir))
     web.run_app(create_app(config), host=config.host, port=config.port, print=None)
 
 
-def _prepare_avatar(path: Path) -> Path:
+def _prepare_avatar(path: Path, folder: Path) -> Path:
     """Crop and analyse a user's photo once; the prepared copy is what workers load."""
     from engine.avatar import NoFaceError, prepare_upload
 
     try:
-        avatar_id = prepare_upload(path.read_bytes(), str(ServerConfig.from_env().avatars_dir))
+        avatar_id = prepare_upload(path.read_bytes(), str(folder))
     except (OSError, NoFaceError) as exc:
         raise SystemExit(f"avatar-server: {path}: {exc}") from None
-    return ServerConfig.from_env().avatars_dir / f"{avatar_id}.png"
+    return folder / f"{avatar_id}.png"
 
 
 if __name__ == "__main__":

@@ -26,12 +26,15 @@ from .engine_client import EngineClient
 from .errors import ApiError, error_middleware, read_json
 from .events import EventHub
 from .session import Session
-from .signaling import answer, peer_connection, validate_offer
+from .metrics import Metrics
+from .security import auth_middleware, cors_middleware
+from .signaling import MAX_SDP, answer, peer_connection, validate_offer
 
 log = logging.getLogger("server")
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("tts", "mirror", "chat")
 MAX_TEXT = 5000
+RETRY_AFTER_S = 5
 
 
 class Server:
@@ -47,6 +50,9 @@ class Server:
         self.asr = SpeechRecognizer()
         self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
         self._asr_warm: asyncio.Task | None = None
+        self._opening = 0
+        self.metrics = Metrics(self)
+        self.engine.on_restart = self.metrics.worker_restarts.inc
         self.avatars = AvatarStore(config.avatar, config.avatars_dir)
         self.started = time.time()
 
@@ -74,30 +80,67 @@ class Server:
         mode = body.get("mode", "tts")
         if mode not in MODES:
             raise ApiError(400, "bad_mode", f"'mode' must be one of {', '.join(MODES)}")
-        avatar = self.avatars.path(body.get("avatar", "default"))
+        session, local = await self.open_session(sdp, mode, body.get("avatar", "default"))
+        return web.json_response({"session_id": session.id, "sdp": local.sdp, "type": local.type}, status=201)
+
+    async def whep_create(self, request: web.Request) -> web.Response:
+        """WHEP (RFC 9725): an SDP offer in, the answer out, and a resource to DELETE."""
+        if request.content_type != "application/sdp":
+            raise ApiError(415, "bad_content_type", "WHEP offers are sent as application/sdp")
+        raw = await request.content.read(MAX_SDP + 1)
+        if len(raw) > MAX_SDP:
+            raise ApiError(413, "bad_sdp", "SDP offer too large")
+        sdp = validate_offer({"sdp": raw.decode(errors="replace"), "type": "offer"})
+        session, local = await self.open_session(sdp, "tts", "default")
+        return web.Response(status=201, text=local.sdp, content_type="application/sdp",
+                            headers={"Location": f"/whep/{session.id}"})
+
+    async def whep_delete(self, request: web.Request) -> web.Response:
+        await self.session(request).close()
+        return web.Response(status=200)
+
+    def _admit(self) -> None:
+        if len(self.sessions) + self._opening >= self.config.max_sessions:
+            self.metrics.sessions_rejected.inc()
+            raise ApiError(503, "at_capacity",
+                           f"the server is at capacity ({self.config.max_sessions} sessions); try again shortly",
+                           {"Retry-After": str(RETRY_AFTER_S)})
+
+    async def open_session(self, sdp: str, mode: str, avatar_id: object) -> tuple[Session, object]:
+        avatar = self.avatars.path(avatar_id)
+        self._admit()
+        self._opening += 1  # counted while ICE gathers, so a burst cannot overshoot capacity
+        try:
+            session = self._new_session(mode, avatar)
+            try:
+                local = await answer(session.pc, sdp, session.video, session.audio, hear=mode != "tts")
+            except BaseException:
+                await session.close()
+                raise
+        finally:
+            self._opening -= 1
+        self.sessions[session.id] = session
+        self.metrics.sessions_created.inc()
+        session.pc.on("connectionstatechange", lambda: self._on_state(session))
+        session.closed_task = asyncio.create_task(self._forget_when_closed(session))
+        return session, local
+
+    def _new_session(self, mode: str, avatar) -> Session:
         session_id = secrets.token_hex(8)
-        hub = EventHub(session_id)
         engine = self.engine.open_session(session_id, str(avatar), seed=secrets.randbits(31),
                                           on_error=lambda e: None)
-        pc = peer_connection(self.config)
-        session = Session(session_id, pc, engine, self.tts, hub, self.engine_config.size,
-                          self.engine_config.chunk_frames, self.config.lead_frames, mode,
-                          echo=bool(self.config.mirror_echo))
+        session = Session(session_id, peer_connection(self.config), engine, self.tts, EventHub(session_id),
+                          self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
+                          mode, echo=bool(self.config.mirror_echo))
         engine.on_error = lambda exc: session.fail(exc.code, str(exc))
+        session.on_first_frame = self.metrics.ttff.observe
+        session.on_interrupt = self.metrics.interrupts.inc
         if mode == "chat":
             session.conversation = Conversation(session, self.asr, self.llm)
             if self._asr_warm is None:  # load Whisper while the user says hello
                 self._asr_warm = asyncio.create_task(self.asr.warm())
         session.start()  # render the first frames while ICE and DTLS run
-        try:
-            local = await answer(pc, sdp, session.video, session.audio, hear=mode != "tts")
-        except BaseException:
-            await session.close()
-            raise
-        self.sessions[session_id] = session
-        pc.on("connectionstatechange", lambda: self._on_state(session))
-        session.closed_task = asyncio.create_task(self._forget_when_closed(session))
-        return web.json_response({"session_id": session_id, "sdp": local.sdp, "type": local.type}, status=201)
+        return session
 
     def _on_state(self, session: Session) -> None:
         if session.pc.connectionState in ("failed", "closed"):
@@ -106,6 +149,7 @@ class Server:
     async def _forget_when_closed(self, session: Session) -> None:
         await session.closed.wait()
         self.sessions.pop(session.id, None)
+        self.metrics.session_closed(session.playout.stats)
 
     async def speak(self, request: web.Request) -> web.Response:
         session = self.session(request)
@@ -160,6 +204,13 @@ class Server:
         session = self.session(request)
         return await serve_agent_audio(session, request, parse_rate(request))
 
+    async def ice(self, request: web.Request) -> web.Response:
+        """The STUN/TURN servers browsers should use too (behind NAT they need the same relay)."""
+        c = self.config
+        servers = [{"urls": list(c.ice_servers), **({"username": c.ice_username} if c.ice_username else {}),
+                    **({"credential": c.ice_credential} if c.ice_credential else {})}] if c.ice_servers else []
+        return web.json_response({"iceServers": servers})
+
     async def avatars_list(self, request: web.Request) -> web.Response:
         return web.json_response(self.avatars.listing())
 
@@ -169,9 +220,16 @@ class Server:
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({
-            "status": "ok", "sessions": len(self.sessions), "workers": len(self.engine.workers),
-            "uptime_s": round(time.time() - self.started, 1),
+            "status": "ok", "sessions": len(self.sessions), "max_sessions": self.config.max_sessions,
+            "available": max(0, self.config.max_sessions - len(self.sessions) - self._opening),
+            "workers": [{"index": w.index, "pid": w.process.pid, "sessions": len(w.sessions)}
+                        for w in self.engine.workers],
+            "worker_restarts": self.engine.restarts, "uptime_s": round(time.time() - self.started, 1),
         })
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8",
+                            headers={"X-Content-Type": "text/plain; version=0.0.4"})
 
     async def index(self, request: web.Request) -> web.FileResponse:
         return web.FileResponse(ROOT / "static" / "index.html")
@@ -215,7 +273,8 @@ async def _forward(queue: asyncio.Queue, ws: web.WebSocketResponse) -> None:
 def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                tts: TextToSpeech | None = None) -> web.Application:
     server = Server(config, engine_config, tts)
-    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_UPLOAD_BYTES + 64 * 1024)
+    middlewares = [cors_middleware(config.allowed_origins), error_middleware, auth_middleware(config.token)]
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_UPLOAD_BYTES + 64 * 1024)
     app["server"] = server
     app.on_startup.append(server.startup)
     app.on_shutdown.append(server.shutdown)
@@ -228,6 +287,10 @@ def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(
     app.router.add_delete("/v1/sessions/{id}", server.delete_session)
     app.router.add_get("/v1/sessions/{id}/events", server.events)
     app.router.add_get("/v1/sessions/{id}/audio", server.agent_audio)
+    app.router.add_get("/metrics", server.metrics_page)
+    app.router.add_get("/v1/ice", server.ice)
+    app.router.add_post("/whep", server.whep_create)
+    app.router.add_delete("/whep/{id}", server.whep_delete)
     app.router.add_get("/v1/avatars", server.avatars_list)
     app.router.add_post("/v1/avatars", server.avatars_add)
     app.router.add_static("/static/", ROOT / "static")

@@ -1,4 +1,9 @@
-"""Server configuration: one frozen dataclass, read once from AVATAR_* variables."""
+"""Server configuration: one frozen dataclass, read once.
+
+Precedence, lowest first: defaults, the TOML file (`--config`, a `[server]` table or
+top-level keys), `AVATAR_<FIELD>` environment variables, command-line options.
+Unknown keys and unparsable values are errors that name the key, not silent defaults.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,17 @@ def _default_workers() -> int:
     return max(1, len(glob.glob("/dev/nvidia[0-9]*")))
 
 
+def _default_max_sessions() -> int:
+    """On a CPU one 512x512 session costs about two thirds of a core (renderer, encoder, RTP;
+    bench/load.py measures it); on GPUs, four per device until measured otherwise."""
+    gpus = len(glob.glob("/dev/nvidia[0-9]*"))
+    return 4 * gpus if gpus else max(1, os.cpu_count() or 1)
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or malformed."""
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -27,6 +43,12 @@ class ServerConfig:
     """STUN/TURN URLs. Empty by default: an unreachable server stalls ICE gathering for 5 s."""
     ice_username: str = ""
     ice_credential: str = ""
+    max_sessions: int = field(default_factory=_default_max_sessions)
+    """Sessions admitted at once; more get 503 with Retry-After, admitted ones are unaffected."""
+    token: str = ""
+    """When set, the API, WebSockets and WHEP need `Authorization: Bearer <token>` (or `?token=`)."""
+    allowed_origins: tuple[str, ...] = ()
+    """Origins of other sites allowed to embed the client (CORS); `*` allows any. Same-origin always works."""
     lead_frames: int = 4
     """Frames rendered ahead of playout; adds lead x 40 ms of latency and absorbs render jitter."""
     video_bitrate: int = 1_200_000
@@ -43,22 +65,56 @@ class ServerConfig:
     """Piper voice model (.onnx); empty means the bundled joe-us voice."""
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "ServerConfig":
+    def load(cls, file: Path | None = None, env: dict[str, str] | None = None, **overrides) -> "ServerConfig":
+        values = _from_toml(file) if file else {}
         env = dict(os.environ if env is None else env)
-        values = {}
         for f in fields(cls):
             raw = env.get(f"AVATAR_{f.name.upper()}")
             if raw is not None:
-                values[f.name] = _parse(f.type, raw)
+                values[f.name] = _parse(f.name, f.type, raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "ServerConfig":
+        return cls.load(None, env, **overrides)
 
-def _parse(kind: str, raw: str):
-    if kind == "int":
-        return int(raw)
+
+def _from_toml(path: Path) -> dict:
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    data = data.get("server", data)
+    known = {f.name: f.type for f in fields(ServerConfig)}
+    out = {}
+    for key, value in data.items():
+        if key not in known:
+            raise ConfigError(f"{path}: unknown setting '{key}' (known: {', '.join(sorted(known))})")
+        out[key] = _parse(key, known[key], value) if isinstance(value, str) else _coerce(key, known[key], value)
+    return out
+
+
+def _coerce(name: str, kind: str, value):
+    if kind.startswith("tuple") and isinstance(value, list):
+        return tuple(str(v) for v in value)
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind == "int" and isinstance(value, bool):
+        return int(value)
+    raise ConfigError(f"setting '{name}' must be {kind}, got {value!r}")
+
+
+def _parse(name: str, kind: str, raw: str):
+    try:
+        if kind == "int":
+            return int(raw)
+    except ValueError:
+        raise ConfigError(f"setting '{name}' must be an integer, got {raw!r}") from None
     if kind == "Path":
-        return Path(raw)
+        return Path(raw).expanduser()
     if kind.startswith("tuple"):
         return tuple(s.strip() for s in raw.split(",") if s.strip())
     return raw

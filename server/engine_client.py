@@ -45,9 +45,9 @@ class EngineUnavailable(EngineError):
 class WorkerHandle:
     """One spawned EngineWorker, its pipe, its frame ring and its free slots."""
 
-    def __init__(self, index: int, config: EngineConfig):
+    def __init__(self, index: int, config: EngineConfig, on_death: Callable[["WorkerHandle"], None] = lambda w: None):
         ctx = mp.get_context("spawn")
-        self.index = index
+        self.index, self.on_death, self.dead = index, on_death, False
         self.ring = FrameRing(config.size, config.ring_slots)
         self.conn, child = ctx.Pipe(duplex=True)
         self.process = ctx.Process(target=run_worker, args=(index, child, self.ring.name, config),
@@ -95,11 +95,18 @@ class WorkerHandle:
             session.deliver(message)
 
     def _died(self) -> None:
+        if self.dead:
+            return
+        self.dead = True
         asyncio.get_running_loop().remove_reader(self.conn.fileno())
         if not self.ready.done():
             self.ready.set_exception(EngineUnavailable("worker_failed", "engine worker failed to start"))
+        log.error("engine worker %d (pid %s) died with exit code %s", self.index, self.process.pid,
+                  self.process.exitcode)
         for session in list(self.sessions.values()):
-            session.fail(EngineUnavailable("worker_died", "the engine worker stopped"))
+            session.fail(EngineUnavailable("worker_died", "the engine worker stopped; please reconnect"))
+        self.sessions.clear()
+        self.on_death(self)
 
     async def acquire(self, count: int) -> list[int]:
         while len(self.free) < count:
@@ -113,14 +120,20 @@ class WorkerHandle:
         self.slot_freed.set()
 
     def frame(self, slot: int) -> np.ndarray:
+        if self.dead:  # its ring may be gone; its sessions are closing
+            return np.zeros(self.ring.frame_shape, np.uint8)
         return self.ring.array[slot]
 
     async def stop(self) -> None:
+        self.dead = True
         try:
             asyncio.get_running_loop().remove_reader(self.conn.fileno())
         except (ValueError, OSError):
             pass
-        self.send(ShutdownRequest())
+        try:
+            self.send(ShutdownRequest())
+        except EngineError:
+            pass
         await asyncio.to_thread(self.process.join, 5)
         if self.process.is_alive():
             self.process.kill()
@@ -201,20 +214,36 @@ class EngineSession:
 
 
 class EngineClient:
-    """Starts and owns the worker group; places sessions on the least-loaded worker."""
+    """Starts and supervises the worker group; places sessions on the least-loaded worker.
+
+    A worker that dies fails its own sessions (they get an error event and close) and is
+    replaced at once; sessions on other workers never notice.
+    """
 
     def __init__(self, config: EngineConfig, workers: int):
         self.config, self.count = config, workers
         self.workers: list[WorkerHandle] = []
+        self.restarts = 0
+        self.on_restart: Callable[[], None] = lambda: None
+        self._stopping = False
 
     async def start(self) -> None:
-        self.workers = [WorkerHandle(i, self.config) for i in range(self.count)]
+        self.workers = [WorkerHandle(i, self.config, self._replace) for i in range(self.count)]
         await asyncio.wait_for(asyncio.gather(*(w.ready for w in self.workers)), READY_TIMEOUT_S)
         log.info("engine ready: %d worker(s)", len(self.workers))
 
+    def _replace(self, dead: WorkerHandle) -> None:
+        if self._stopping:
+            return
+        self.restarts += 1
+        self.on_restart()
+        self.workers[dead.index] = WorkerHandle(dead.index, self.config, self._replace)
+        asyncio.ensure_future(dead.stop())  # reap the process, unlink its ring
+        log.info("engine worker %d restarted", dead.index)
+
     def open_session(self, session_id: str, avatar: str, seed: int,
                      on_error: Callable[[EngineError], None]) -> EngineSession:
-        worker = min(self.workers, key=lambda w: len(w.sessions))
+        worker = min(self.workers, key=lambda w: (not w.ready.done(), len(w.sessions)))
         session = EngineSession(worker, session_id, on_error)
         worker.sessions[session_id] = session
         worker.send(OpenSessionRequest(session_id, avatar, seed))
@@ -225,4 +254,5 @@ class EngineClient:
         return sum(len(w.sessions) for w in self.workers)
 
     async def stop(self) -> None:
+        self._stopping = True
         await asyncio.gather(*(w.stop() for w in self.workers), return_exceptions=True)

@@ -61,6 +61,9 @@ class Session:
         self._live: set[str] = set()  # utterances fed by pushed audio, still open
         self._texts: dict[str, str] = {}  # utterance id -> text, until it starts playing
         self.ttff_ms: float | None = None
+        self.fps = 0.0  # video frames sent in the last stats period, per second
+        self.on_first_frame = None  # hooks for the server's metrics
+        self.on_interrupt = None
 
     def start(self) -> None:
         self._spawn(self._pump())
@@ -144,6 +147,8 @@ class Session:
         cancelled.update(self._speaking)
         cancelled.discard(MIRROR)
         self.playout.mute(list(cancelled))
+        if self.on_interrupt and cancelled:
+            self.on_interrupt(len(cancelled))
         for utterance_id in cancelled:
             self._texts.pop(utterance_id, None)
             played = self._speaking.pop(utterance_id, 0)
@@ -246,14 +251,16 @@ class Session:
         while not self.closed.is_set():
             await asyncio.sleep(STATS_PERIOD_S)
             now = time.monotonic()
-            fps = (self.video.sent - last_sent) / (now - last_t)
+            self.fps = round((self.video.sent - last_sent) / (now - last_t), 2)
             last_sent, last_t = self.video.sent, now
-            self.hub.emit("stats", fps=round(fps, 2), queue_ms=self.playout.buffered * 40,
+            self.hub.emit("stats", fps=self.fps, queue_ms=self.playout.buffered * 40,
                           av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held)
 
     def _first_frame(self) -> None:
         self.ttff_ms = (time.monotonic() - self.created) * 1000
         self.hub.emit("first_frame", ttff_ms=round(self.ttff_ms, 1))
+        if self.on_first_frame:
+            self.on_first_frame(self.ttff_ms / 1000)
 
     def av_offset_ms(self) -> float:
         """How much later than its video the audio left the server (both are due at t0 + media time)."""

@@ -56,7 +56,8 @@ function wire(c) {
 async function connect() {
   $("connect").disabled = true;
   status("Connecting…");
-  client = new AvatarClient({ avatar: $("avatar").value, mode: $("mode").value });
+  const { iceServers } = await fetch("/v1/ice").then((r) => r.json()).catch(() => ({ iceServers: [] }));
+  client = new AvatarClient({ avatar: $("avatar").value, mode: $("mode").value, iceServers });
   wire(client);
   try {
     await client.connect($("video"));

@@ -42,7 +42,10 @@ export class AvatarClient extends EventTarget {
     this._statsTimer = null;
     this._connectStarted = 0;
     // A closing tab ends its session at once instead of leaving it to time out.
-    globalThis.addEventListener?.("pagehide", () => this._teardown(true));
+    globalThis.addEventListener?.("pagehide", () => {
+      this._unloading = true;
+      this._teardown(true);
+    });
     /** Milliseconds from connect() to the first frame shown, once known. */
     this.firstFrameMs = null;
     this.serverFirstFrameMs = null;
@@ -185,7 +188,10 @@ export class AvatarClient extends EventTarget {
     if (this.ws) this.ws.close();
     if (deleteSession && this.sessionId) {
       const url = `${this.baseUrl}/v1/sessions/${this.sessionId}`;
-      fetch(url, { method: "DELETE", headers: this._headers(), keepalive: true }).catch(() => {});
+      const done = fetch(url, { method: "DELETE", headers: this._headers(), keepalive: true }).catch(() => {});
+      // Delete before closing the peer: a closed peer ends the session on its own, and a
+      // DELETE arriving after that would find nothing to delete.
+      if (!this._unloading) await done;
     }
     if (this.pc) this.pc.close();
     this.sessionId = this.pc = this.ws = null;

@@ -1,0 +1,58 @@
+"""GET /metrics: Prometheus text format, from counters and the live sessions at scrape time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from .app import Server
+
+
+class Metrics:
+    """The server's metrics registry (one per app, so tests can run several servers)."""
+
+    def __init__(self, server: "Server"):
+        self.registry = CollectorRegistry()
+        self.sessions_created = Counter("avatar_sessions_created", "Sessions admitted", registry=self.registry)
+        self.sessions_rejected = Counter("avatar_sessions_rejected", "Sessions refused at capacity",
+                                         registry=self.registry)
+        self.interrupts = Counter("avatar_interrupts", "Utterances interrupted", registry=self.registry)
+        self.worker_restarts = Counter("avatar_worker_restarts", "Engine workers restarted after dying",
+                                       registry=self.registry)
+        self.ttff = Histogram("avatar_time_to_first_frame_seconds", "Session start to first frame sent",
+                              buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5), registry=self.registry)
+        self.closed_frames = {"played": 0, "held": 0, "skipped": 0}  # of sessions that have ended
+        self.registry.register(_LiveCollector(server, self))
+
+    def session_closed(self, stats) -> None:
+        for key in self.closed_frames:
+            self.closed_frames[key] += getattr(stats, key)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _LiveCollector:
+    def __init__(self, server: "Server", metrics: Metrics):
+        self.server, self.metrics = server, metrics
+
+    def collect(self) -> Iterable:
+        sessions = list(self.server.sessions.values())
+        yield GaugeMetricFamily("avatar_sessions", "Live sessions", value=len(sessions))
+        yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most",
+                                value=self.server.config.max_sessions)
+        fps = GaugeMetricFamily("avatar_session_fps", "Frames per second sent, per session", labels=["session"])
+        queue = GaugeMetricFamily("avatar_session_queue_frames", "Rendered frames waiting for playout",
+                                  labels=["session"])
+        for s in sessions:
+            fps.add_metric([s.id], s.fps)
+            queue.add_metric([s.id], s.playout.buffered)
+        yield fps
+        yield queue
+        for key, help_text in (("played", "Frames played"), ("held", "Ticks with no fresh frame (engine late)"),
+                               ("skipped", "Frames skipped because a sender fell behind the clock")):
+            live = sum(getattr(s.playout.stats, key) for s in sessions)
+            yield CounterMetricFamily(f"avatar_frames_{key}", help_text, value=self.metrics.closed_frames[key] + live)

@@ -1,0 +1,42 @@
+"""Configuration: TOML file, AVATAR_* variables over it, options over both; clear errors."""
+
+from pathlib import Path
+
+import pytest
+
+from server.config import ConfigError, ServerConfig
+
+pytestmark = pytest.mark.unit
+
+
+def test_precedence_file_then_environment_then_options(tmp_path: Path):
+    file = tmp_path / "avatar.toml"
+    file.write_text('[server]\nport = 9000\nmax_sessions = 3\nice_servers = ["turn:a:3478"]\ntoken = "t"\n')
+    config = ServerConfig.load(file, env={"AVATAR_MAX_SESSIONS": "5"}, host="0.0.0.0")
+    assert (config.port, config.max_sessions, config.host, config.token) == (9000, 5, "0.0.0.0", "t")
+    assert config.ice_servers == ("turn:a:3478",)
+    assert ServerConfig.load(None, env={"AVATAR_ICE_SERVERS": "stun:x, turn:y"}).ice_servers == ("stun:x", "turn:y")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("porrt = 1\n", "unknown setting 'porrt'"),
+    ("port = 'eighty'\n", "must be an integer"),
+    ("port = [1]\n", "must be int"),
+    ("port = \n", "cannot read config file"),
+])
+def test_bad_files_name_the_problem(tmp_path: Path, text: str, message: str):
+    file = tmp_path / "bad.toml"
+    file.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        ServerConfig.load(file, env={})
+
+
+def test_bad_environment_value_is_an_error():
+    with pytest.raises(ConfigError, match="AVATAR_PORT|'port'"):
+        ServerConfig.load(None, env={"AVATAR_PORT": "x"})
+
+
+def test_defaults_are_safe_for_local_use():
+    config = ServerConfig.load(None, env={})
+    assert config.host == "127.0.0.1" and config.ice_servers == () and config.token == ""
+    assert config.max_sessions >= 1 and config.allowed_origins == ()
