@@ -1,0 +1,72 @@
+"""Load: add sessions one at a time until any drops below 24 fps; how many this machine holds.
+
+Each session has its own real aiortc viewer on this same machine, so the viewers' own
+decoding competes for the CPU too: the figure is a floor. The bare aiortc server under the
+same viewers is the baseline. Prints JSON.
+
+    .venv/bin/python bench/load.py [--max 6] [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.light_viewer import LightViewer  # noqa: E402
+from bench.session import BaselineProcess  # noqa: E402
+from tests.conftest import ServerProcess  # noqa: E402
+
+FLOOR_FPS = 24.0
+
+
+async def ramp(url: str, most: int, seconds: float, speak: bool) -> dict:
+    viewers: list[LightViewer] = []
+    levels, held = [], 0
+    try:
+        for n in range(1, most + 1):
+            viewer = LightViewer(url)
+            await viewer.connect()
+            await viewer.wait_frames(10, timeout=30)
+            viewers.append(viewer)
+            if speak:
+                for v in viewers:
+                    await v.post("speak", {"text": "Load test speech keeps every mouth moving for a while."})
+            await asyncio.sleep(2.0)
+            counts = [v.video_count for v in viewers]
+            await asyncio.sleep(seconds)
+            fps = [round((v.video_count - c) / seconds, 2) for v, c in zip(viewers, counts)]
+            levels.append({"sessions": n, "fps_min": min(fps), "fps_each": fps})
+            if min(fps) < FLOOR_FPS:
+                break
+            held = n
+    finally:
+        for v in viewers:
+            await v.close()
+    return {"sessions_held_at_24fps": held, "levels": levels}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--max", type=int, default=6)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    report = {}
+    for name, factory, speak in (("avatar", lambda: ServerProcess(env={"AVATAR_MAX_SESSIONS": "64"}), True),
+                                 ("baseline_aiortc", BaselineProcess, False)):
+        proc = factory()
+        try:
+            proc.wait_ready()
+            report[name] = await ramp(proc.url, args.max, args.seconds, speak)
+        finally:
+            proc.stop()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
