@@ -45,12 +45,16 @@ class _LiveCollector:
         yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most",
                                 value=self.server.config.max_sessions)
         fps = GaugeMetricFamily("avatar_session_fps", "Frames per second sent, per session", labels=["session"])
+        fresh = GaugeMetricFamily("avatar_session_fresh_fps", "Newly rendered frames per second, per session",
+                                  labels=["session"])
         queue = GaugeMetricFamily("avatar_session_queue_frames", "Rendered frames waiting for playout",
                                   labels=["session"])
         for s in sessions:
             fps.add_metric([s.id], s.fps)
+            fresh.add_metric([s.id], s.fresh_fps)
             queue.add_metric([s.id], s.playout.buffered)
         yield fps
+        yield fresh
         yield queue
         for key, help_text in (("played", "Frames played"), ("held", "Ticks with no fresh frame (engine late)"),
                                ("skipped", "Frames skipped because a sender fell behind the clock")):

@@ -62,6 +62,7 @@ class Session:
         self._texts: dict[str, str] = {}  # utterance id -> text, until it starts playing
         self.ttff_ms: float | None = None
         self.fps = 0.0  # video frames sent in the last stats period, per second
+        self.fresh_fps = 0.0  # of those, newly rendered ones (the rest repeat a late engine's last frame)
         self.on_first_frame = None  # hooks for the server's metrics
         self.on_interrupt = None
 
@@ -247,13 +248,15 @@ class Session:
         return (datetime.datetime.now(datetime.timezone.utc) - latest).total_seconds()
 
     async def _stats(self) -> None:
-        last_sent, last_t = 0, time.monotonic()
+        last_sent, last_played, last_t = 0, 0, time.monotonic()
         while not self.closed.is_set():
             await asyncio.sleep(STATS_PERIOD_S)
             now = time.monotonic()
+            played = self.playout.stats.played
             self.fps = round((self.video.sent - last_sent) / (now - last_t), 2)
-            last_sent, last_t = self.video.sent, now
-            self.hub.emit("stats", fps=self.fps, queue_ms=self.playout.buffered * 40,
+            self.fresh_fps = round((played - last_played) / (now - last_t), 2)
+            last_sent, last_played, last_t = self.video.sent, played, now
+            self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * 40,
                           av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held)
 
     def _first_frame(self) -> None:
