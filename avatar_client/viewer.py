@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -10,6 +11,8 @@ import aiohttp
 import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
+
+EVENTS_KEPT = 5000
 
 
 @dataclass
@@ -35,6 +38,7 @@ class AvatarViewer:
         self._tasks: list[asyncio.Task] = []
         self._http = aiohttp.ClientSession()
         self._player = None
+        self.seen: list[dict] = []
 
     async def connect(self) -> dict:
         self.pc.addTransceiver("video", direction="recvonly")
@@ -100,6 +104,29 @@ class AvatarViewer:
 
     async def events(self) -> aiohttp.ClientWebSocketResponse:
         return await self._http.ws_connect(f"{self.base_url}/v1/sessions/{self.session_id}/events")
+
+    async def record_events(self) -> list[dict]:
+        """Collect the session's events in the background (the last EVENTS_KEPT of them)."""
+        ws = await self.events()
+
+        async def read() -> None:
+            async for msg in ws:
+                if msg.type == aiohttp.WSMsgType.TEXT:
+                    self.seen.append(json.loads(msg.data))
+                    del self.seen[:-EVENTS_KEPT]
+
+        self._tasks.append(asyncio.ensure_future(read()))
+        return self.seen
+
+    async def wait_event(self, kind: str, timeout: float = 10.0, after: float = 0.0) -> dict:
+        """The first recorded event of `kind` with server time `t` >= `after`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.seen:
+                if event["type"] == kind and event["t"] >= after:
+                    return event
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"no {kind} event; got {[e['type'] for e in self.seen]}")
 
     async def close(self, delete: bool = True) -> int | None:
         status = None

@@ -41,31 +41,18 @@ class Watch:
 
     def __init__(self, url: str, **kwargs):
         self.viewer = AvatarViewer(url, **kwargs)
-        self.events: list[dict] = []
 
     async def __aenter__(self) -> "Watch":
         await self.viewer.connect()
-        self._ws = await self.viewer.events()
-        self._reader = asyncio.ensure_future(self._read())
+        await self.viewer.record_events()
         await self.viewer.wait_frames(25)
         return self
 
-    async def _read(self) -> None:
-        async for msg in self._ws:
-            self.events.append(json.loads(msg.data))
-
     async def __aexit__(self, *exc) -> None:
-        self._reader.cancel()
         await self.viewer.close()
 
     async def event(self, kind: str, after: float = 0.0, timeout: float = 30.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for e in self.events:
-                if e["type"] == kind and e["t"] >= after:
-                    return e
-            await asyncio.sleep(0.01)
-        raise TimeoutError(kind)
+        return await self.viewer.wait_event(kind, timeout, after)
 
     def audio_times(self) -> list[tuple[float, float]]:
         """(arrival on the time.time clock, rms) for each received audio frame."""

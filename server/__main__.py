@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 
 from .app import create_app
 from .config import ConfigError, ServerConfig
@@ -27,7 +28,16 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"avatar-server: {exc}") from None
     if args.avatar:
         config = replace(config, avatar=_prepare_avatar(args.avatar, config.avatars_dir))
-    web.run_app(create_app(config), host=config.host, port=config.port, print=None)
+    web.run_app(create_app(config), host=config.host, port=config.port, print=None,
+                access_log_class=PathOnlyAccessLogger)
+
+
+class PathOnlyAccessLogger(AbstractAccessLogger):
+    """Access lines without query strings: `?token=` must never reach a log file."""
+
+    def log(self, request, response, time: float) -> None:
+        self.logger.info('%s "%s %s" %s %.1f ms', request.remote, request.method, request.path,
+                         response.status, time * 1000)
 
 
 def _prepare_avatar(path: Path, folder: Path) -> Path:

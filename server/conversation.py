@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 import numpy as np
 
-from .audio_sources.asr import SpeechRecognizer
+from .audio_sources.asr import AsrError, SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmError
 from .audio_sources.tts import sentences_of
 from .audio_sources.vad import TurnDetector, VadConfig
@@ -48,7 +48,9 @@ class Conversation:
                     self.session.interrupt()  # barge-in
             elif event.kind == "pause":
                 if self._early is None or self._early[1].done():
-                    self._early = (event.voiced, asyncio.ensure_future(self.asr.transcribe(event.audio)))
+                    early = asyncio.ensure_future(self.asr.transcribe(event.audio))
+                    early.add_done_callback(lambda f: f.cancelled() or f.exception())  # unused ones too
+                    self._early = (event.voiced, early)
             else:
                 self.session.hub.emit("user_speech_ended")
                 early, self._early = self._early, None
@@ -58,7 +60,11 @@ class Conversation:
                 self.session.spawn(self._turn(event.audio, reuse))
 
     async def _turn(self, audio: np.ndarray, early: asyncio.Future | None) -> None:
-        text = await (early or self.asr.transcribe(audio))
+        try:
+            text = await (early or self.asr.transcribe(audio))
+        except AsrError as exc:
+            self.session.hub.emit("error", code="asr_failed", message=str(exc))
+            return
         if not text:
             return
         self.session.hub.emit("transcript", role="user", text=text, final=True)

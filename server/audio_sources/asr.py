@@ -10,10 +10,15 @@ import asyncio
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
 _MODEL = None
+
+
+class AsrError(Exception):
+    """Recognition failed for this turn."""
 
 
 def _load():
@@ -55,7 +60,11 @@ class SpeechRecognizer:
         await asyncio.get_running_loop().run_in_executor(self._executor(), _warm)
 
     async def transcribe(self, pcm16k: np.ndarray) -> str:
-        return await asyncio.get_running_loop().run_in_executor(self._executor(), _transcribe, pcm16k)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor(), _transcribe, pcm16k)
+        except BrokenProcessPool:
+            self._pool = None  # the next turn gets a fresh recogniser process
+            raise AsrError("speech recognition stopped unexpectedly; it restarts with the next turn") from None
 
     def close(self) -> None:
         if self._pool is not None:

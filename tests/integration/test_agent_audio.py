@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from avatar_client import AgentClient, AvatarViewer
-from tests.integration.test_session import OPEN, collect_events, rms, wait_for_event
+from tests.integration.test_session import OPEN, rms
 from tests.mouth import dark_pixels
 
 pytestmark = pytest.mark.integration
@@ -34,15 +34,14 @@ async def push_paced(voice, pcm: np.ndarray, rate: int, speed: float = 1.0) -> N
 async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm16):
     viewer = AvatarViewer(server.url)
     await viewer.connect()
-    events, stop = [], asyncio.Event()
-    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    await viewer.record_events()
     agent = AgentClient(server.url, viewer.session_id)
     try:
         await viewer.wait_frames(25)
         voice = await agent.open_audio(16000)
         first_chunk = time.time()
         pusher = asyncio.ensure_future(push_paced(voice, jfk_pcm16, 16000))
-        started = await wait_for_event(events, "speak_started", 5)
+        started = await viewer.wait_event("speak_started", 5)
         latency_ms = (started["t"] - first_chunk) * 1000
         assert not pusher.done(), "speak_started must not wait for the end of the audio"
         assert latency_ms < 300, f"speak_started {latency_ms:.0f} ms after the first chunk"
@@ -53,12 +52,10 @@ async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm1
         assert sum(c > OPEN for c in counts) > 0.3 * len(counts), "the mouth did not follow the pushed speech"
         await pusher
         await voice.end()
-        ended = await wait_for_event(events, "speak_ended", 10)
+        ended = await viewer.wait_event("speak_ended", 10)
         assert ended["utterance_id"] == started["utterance_id"]
         await voice.close()
     finally:
-        stop.set()
-        reader.cancel()
         await agent.close()
         await viewer.close()
 
@@ -66,18 +63,17 @@ async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm1
 async def test_interrupt_on_the_socket_silences_the_client(server, jfk_pcm16):
     viewer = AvatarViewer(server.url)
     await viewer.connect()
-    events, stop = [], asyncio.Event()
-    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    events = await viewer.record_events()
     agent = AgentClient(server.url, viewer.session_id)
     try:
         await viewer.wait_frames(25)
         voice = await agent.open_audio(16000)
         await push_paced(voice, jfk_pcm16[: 16000 * 8], 16000, speed=4.0)  # agents often push ahead
-        started = await wait_for_event(events, "speak_started", 5)
+        started = await viewer.wait_event("speak_started", 5)
         await asyncio.sleep(1.0)
         await voice.interrupt()
         sent = time.monotonic()
-        event = await wait_for_event(events, "interrupted", 5)
+        event = await viewer.wait_event("interrupted", 5)
         spoken_ms = (event["t"] - started["t"]) * 1000
         assert abs(event["played_ms"] - spoken_ms) < 200, (event["played_ms"], spoken_ms)
         await asyncio.sleep(1.5)
@@ -86,8 +82,6 @@ async def test_interrupt_on_the_socket_silences_the_client(server, jfk_pcm16):
         assert not any(e["type"] == "speak_ended" for e in events)
         await voice.close()
     finally:
-        stop.set()
-        reader.cancel()
         await agent.close()
         await viewer.close()
 

@@ -12,7 +12,7 @@ from avatar_client import AvatarViewer
 from server.audio_sources.tts import PiperTts
 from tests.conftest import ARTIFACTS, ServerProcess
 from tests.fake_llm import FakeLLM
-from tests.integration.test_session import collect_events, rms, wait_for_event
+from tests.integration.test_session import rms
 
 pytestmark = pytest.mark.integration
 ANSWER = "The capital of France is Paris. It is famous for the Eiffel Tower."
@@ -69,15 +69,14 @@ def question_wav(question_speech):
 async def test_spoken_question_is_answered_out_loud(chat_server, fake_llm, question_wav):
     viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(question_wav))
     await viewer.connect()
-    events, stop = [], asyncio.Event()
-    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    events = await viewer.record_events()
     try:
-        await wait_for_event(events, "user_speech_started", 20)
-        await wait_for_event(events, "user_speech_ended", 20)
-        heard = await wait_for_event(events, "transcript", 20)
+        await viewer.wait_event("user_speech_started", 20)
+        await viewer.wait_event("user_speech_ended", 20)
+        heard = await viewer.wait_event("transcript", 20)
         assert heard["role"] == "user" and "capital" in heard["text"].lower() and "france" in heard["text"].lower()
-        started = await wait_for_event(events, "speak_started", 20)
-        await wait_for_event(events, "speak_ended", 30)
+        started = await viewer.wait_event("speak_started", 20)
+        await viewer.wait_event("speak_ended", 30)
         said = [e for e in events if e["type"] == "transcript" and e["role"] == "avatar"]
         assert said and said[-1]["text"] == ANSWER and said[-1]["utterance_id"] == started["utterance_id"]
         request = fake_llm.requests[-1]
@@ -88,8 +87,6 @@ async def test_spoken_question_is_answered_out_loud(chat_server, fake_llm, quest
         shift = time.monotonic() - time.time()
         assert rms(viewer, started["t"] + shift, started["t"] + shift + 2.0) > 300, "the answer was not heard"
     finally:
-        stop.set()
-        reader.cancel()
         await viewer.close()
 
 
@@ -97,15 +94,14 @@ async def test_user_talking_over_the_avatar_interrupts_it(chat_server, question_
     wav = write_wav("barge-in.wav", silence(4.0), question_speech, silence(3))
     viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
     await viewer.connect()
-    events, stop = [], asyncio.Event()
-    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    events = await viewer.record_events()
     try:
         _, body = await viewer.post("speak", {"text": "Let me tell you a very long story about my travels. " * 4})
-        await wait_for_event(events, "speak_started", 10)
-        barge = await wait_for_event(events, "user_speech_started", 15)
-        cut = await wait_for_event(events, "interrupted", 5)
+        await viewer.wait_event("speak_started", 10)
+        barge = await viewer.wait_event("user_speech_started", 15)
+        cut = await viewer.wait_event("interrupted", 5)
         assert cut["utterance_id"] == body["utterance_id"] and cut["t"] - barge["t"] < 0.1
-        await wait_for_event(events, "transcript", 20)
+        await viewer.wait_event("transcript", 20)
         answers = [e for e in events if e["type"] == "speak_started" and e["utterance_id"] != body["utterance_id"]]
         for _ in range(100):
             if answers:
@@ -114,8 +110,6 @@ async def test_user_talking_over_the_avatar_interrupts_it(chat_server, question_
             answers = [e for e in events if e["type"] == "speak_started" and e["utterance_id"] != body["utterance_id"]]
         assert answers, "the question after the barge-in was not answered"
     finally:
-        stop.set()
-        reader.cancel()
         await viewer.close()
 
 

@@ -12,7 +12,6 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from avatar_client import AvatarViewer
 from tests.conftest import ServerProcess
-from tests.integration.test_session import collect_events, wait_for_event
 
 pytestmark = pytest.mark.integration
 TOKEN = "s3cret-token"
@@ -79,6 +78,17 @@ async def test_cors_lets_allowed_origins_embed_and_no_one_else(ops_server):
         assert err.value.status == 403
 
 
+async def test_tokens_never_reach_the_log(ops_server):
+    viewer = TokenViewer(ops_server.url)
+    await viewer.connect()
+    ws = await viewer.events()  # the token travels in the query string here
+    await ws.close()
+    await viewer.close()
+    await asyncio.sleep(0.5)
+    log = open(ops_server.log.name).read()
+    assert "/events" in log and TOKEN not in log
+
+
 async def test_admission_control_refuses_beyond_capacity_and_spares_admitted_sessions(ops_server):
     first = TokenViewer(ops_server.url)
     await first.connect()
@@ -107,14 +117,13 @@ async def test_admission_control_refuses_beyond_capacity_and_spares_admitted_ses
 async def test_a_killed_worker_fails_its_sessions_and_is_restarted(ops_server):
     viewer = TokenViewer(ops_server.url)
     await viewer.connect()
-    events, stop = [], asyncio.Event()
-    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    await viewer.record_events()
     try:
         await viewer.wait_frames(10)
         info = await health(ops_server.url)
         pid = info["workers"][0]["pid"]
         os.kill(pid, signal.SIGKILL)
-        error = await wait_for_event(events, "error", 10)
+        error = await viewer.wait_event("error", 10)
         assert error["code"] == "worker_died"
         for _ in range(60):
             info = await health(ops_server.url)
@@ -124,8 +133,6 @@ async def test_a_killed_worker_fails_its_sessions_and_is_restarted(ops_server):
         assert info["worker_restarts"] == 1 and info["sessions"] == 0
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     finally:
-        stop.set()
-        reader.cancel()
         await viewer.close(delete=False)
     after = TokenViewer(ops_server.url)  # the next session works
     await after.connect()

@@ -1,7 +1,6 @@
 """End to end over real WebRTC: a real aiortc peer watches and hears the avatar speak."""
 
 import asyncio
-import json
 import time
 
 import aiohttp
@@ -13,13 +12,6 @@ from tests.mouth import dark_pixels
 
 pytestmark = pytest.mark.integration
 OPEN = 150  # dark pixels in the mouth box: a closed mouth shows ~60, jaw_open 0.1 ~300
-
-
-async def collect_events(ws, into: list, stop: asyncio.Event):
-    async for msg in ws:
-        into.append(json.loads(msg.data))
-        if stop.is_set():
-            break
 
 
 def frames_between(viewer: AvatarViewer, t0: float, t1: float) -> list[np.ndarray]:
@@ -34,8 +26,7 @@ def rms(viewer: AvatarViewer, t0: float, t1: float) -> float:
 async def test_speak_moves_the_mouth_with_audio_and_silence_keeps_it_closed(server):
     viewer = AvatarViewer(server.url)
     await viewer.connect()
-    events, stop = [], asyncio.Event()
-    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    events = await viewer.record_events()
     try:
         await viewer.wait_frames(50)
         assert len(viewer.received.audio) > 50
@@ -44,7 +35,7 @@ async def test_speak_moves_the_mouth_with_audio_and_silence_keeps_it_closed(serv
         silent_to = time.monotonic()
         status, body = await viewer.post("speak", {"text": "Hello there. I am speaking to you from the server, with my lips in sync."})
         assert status == 202 and body["utterance_id"]
-        await wait_for_event(events, "speak_ended", 20)
+        await viewer.wait_event("speak_ended", 20)
         started = next(e for e in events if e["type"] == "speak_started")
         ended = next(e for e in events if e["type"] == "speak_ended")
         assert started["utterance_id"] == ended["utterance_id"] == body["utterance_id"]
@@ -61,8 +52,6 @@ async def test_speak_moves_the_mouth_with_audio_and_silence_keeps_it_closed(serv
         assert rms(viewer, speak_from, speak_to) > 10 * (rms(viewer, silent_from, silent_to) + 1)
         assert any(e["type"] == "first_frame" for e in events)
     finally:
-        stop.set()
-        reader.cancel()
         assert await viewer.close() == 204
     async with aiohttp.ClientSession() as http:
         async with http.post(f"{server.url}/v1/sessions/{viewer.session_id}/speak", json={"text": "hi"}) as res:
@@ -72,33 +61,20 @@ async def test_speak_moves_the_mouth_with_audio_and_silence_keeps_it_closed(serv
 async def test_interrupt_silences_audio_and_reports_played_time(server):
     viewer = AvatarViewer(server.url)
     await viewer.connect()
-    events, stop = [], asyncio.Event()
-    reader = asyncio.ensure_future(collect_events(await viewer.events(), events, stop))
+    events = await viewer.record_events()
     try:
         await viewer.wait_frames(25)
         long_text = "This is a long answer that keeps going. " * 6
         _, body = await viewer.post("speak", {"text": long_text})
-        await wait_for_event(events, "speak_started", 15)
+        await viewer.wait_event("speak_started", 15)
         await asyncio.sleep(1.5)
         status, _ = await viewer.post("interrupt")
         interrupted_at = time.monotonic()
         assert status == 202
-        event = await wait_for_event(events, "interrupted", 5)
+        event = await viewer.wait_event("interrupted", 5)
         assert event["utterance_id"] == body["utterance_id"] and 1000 <= event["played_ms"] <= 4000
         await asyncio.sleep(1.5)
         assert rms(viewer, interrupted_at + 0.5, interrupted_at + 1.5) < 30
         assert not any(e["type"] == "speak_ended" for e in events)
     finally:
-        stop.set()
-        reader.cancel()
         await viewer.close()
-
-
-async def wait_for_event(events: list, kind: str, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for event in events:
-            if event["type"] == kind:
-                return event
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"no {kind} event; got {[e['type'] for e in events]}")
