@@ -1,0 +1,100 @@
+"""Batch render speed and memory: render time / audio time, and peak RSS of a long input vs a
+short one (they should match: memory must not grow with duration). Prints JSON.
+
+Input: ../shared/data/jfk.flac looped to each length. Baseline, same run: writing the same
+MP4 (H.264 + AAC) from the unchanged portrait, without the avatar pipeline.
+
+    .venv/bin/python bench/render.py [--minutes 1 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import ARTIFACTS, SHARED_DATA  # noqa: E402
+
+
+def looped_wav(minutes: float) -> Path:
+    from engine.render import audio_stream
+
+    blocks, _ = audio_stream(SHARED_DATA / "jfk.flac")
+    speech = np.concatenate(list(blocks))
+    total = int(minutes * 60 * 48000)
+    pcm = np.tile(speech, total // len(speech) + 1)[:total]
+    path = ARTIFACTS / f"speech-{minutes:g}min.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(48000)
+        w.writeframes(pcm.tobytes())
+    return path
+
+
+def run_measured(cmd: list[str]) -> tuple[float, float]:
+    """(seconds, peak RSS in MB) of a command, polled every 50 ms."""
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ps, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, ps.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr.read().decode()[-500:])
+    return time.monotonic() - started, peak / 2**20
+
+
+BASELINE = """
+import sys, numpy as np, cv2
+from pathlib import Path
+from engine.avatar import DEFAULT_AVATAR, load_portrait
+from engine.render import Mp4Writer, audio_stream, chunks
+from engine.stage import FrameChunk
+frame = cv2.cvtColor(load_portrait(DEFAULT_AVATAR).image, cv2.COLOR_RGB2YUV_I420)
+writer, n = Mp4Writer(Path(sys.argv[2]), 512), 0
+for pcm in chunks(audio_stream(Path(sys.argv[1]))[0], 3840):
+    writer.write(FrameChunk(n, np.stack([frame, frame]), None), pcm)
+    n += 2
+writer.close()
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--minutes", type=float, nargs="+", default=[1.0, 10.0])
+    args = parser.parse_args()
+    report = {}
+    for minutes in args.minutes:
+        wav = looped_wav(minutes)
+        seconds, peak = run_measured([sys.executable, "-m", "engine.render", "--audio", str(wav),
+                                      "--out", str(ARTIFACTS / "bench-render.mp4")])
+        base_s, base_peak = run_measured([sys.executable, "-c", BASELINE, str(wav), str(ARTIFACTS / "bench-base.mp4")])
+        report[f"{minutes:g}min"] = {
+            "render_time_over_audio_time": round(seconds / (minutes * 60), 3),
+            "peak_rss_mb": round(peak, 1),
+            "baseline_mp4_only_time_over_audio_time": round(base_s / (minutes * 60), 3),
+            "baseline_peak_rss_mb": round(base_peak, 1),
+        }
+        wav.unlink()
+    keys = list(report)
+    if len(keys) > 1:
+        report["peak_rss_longest_over_shortest"] = round(report[keys[-1]]["peak_rss_mb"] / report[keys[0]]["peak_rss_mb"], 3)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
