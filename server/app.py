@@ -19,15 +19,15 @@ from .audio_sources.agent_ws import parse_rate, serve_agent_audio
 from .audio_sources.asr import SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmConfig
 from .audio_sources.tts import PiperTts, TextToSpeech
-from .conversation import NO_LLM, Conversation
 from .avatars import MAX_UPLOAD_BYTES, AvatarStore
 from .config import ServerConfig
+from .conversation import NO_LLM, Conversation
 from .engine_client import EngineClient
 from .errors import ApiError, error_middleware, read_json
 from .events import EventHub
-from .session import Session
 from .metrics import Metrics
 from .security import auth_middleware, cors_middleware
+from .session import Session
 from .signaling import MAX_SDP, answer, peer_connection, validate_offer
 
 log = logging.getLogger("server")
@@ -44,7 +44,7 @@ class Server:
                  tts: TextToSpeech | None = None):
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar))
-        self.engine = EngineClient(engine_config, config.workers)
+        self.engine = EngineClient(self.engine_config, config.workers)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.sessions: dict[str, Session] = {}
         self.asr = SpeechRecognizer()

@@ -115,7 +115,7 @@ class Session:
             await self.speech.push(utterance_id, await self.tts.synthesize(sentence))
 
     def open_live(self) -> str:
-        """An utterance fed by pushed audio (the agent socket); `push_live`/`end_live` follow."""
+        """An utterance fed by pushed audio (the agent socket); `push_audio` and `end_live` follow."""
         utterance_id = new_utterance_id()
         self._live.add(utterance_id)
         return utterance_id
