@@ -31,7 +31,7 @@ from server.audio_sources.tts import PiperTts  # noqa: E402
 from server.audio_sources.vad import VadConfig  # noqa: E402
 from tests.conftest import ServerProcess  # noqa: E402
 from tests.fake_llm import FakeLLM  # noqa: E402
-from tests.integration.test_chat import silence, write_wav  # noqa: E402
+from tests.integration.test_chat import silence, speech_wav  # noqa: E402
 
 LOUD = 300  # RMS of a 20 ms client audio frame that counts as sound
 
@@ -140,7 +140,7 @@ async def main() -> None:
     await tts.start()
     question = await tts.synthesize("What is the capital of France?")
     await tts.close()
-    wav = write_wav("bench-question.wav", silence(1.0), question, silence(4))
+    wav = speech_wav("bench-question.wav", silence(1.0), question, silence(4))
     llm = FakeLLM("The capital of France is Paris. It is famous for the Eiffel Tower.")
     await llm.start()
     proc = ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"})

@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import time
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import ARTIFACTS, SHARED_DATA  # noqa: E402
+from tests.conftest import ARTIFACTS, SHARED_DATA, write_wav  # noqa: E402
 
 
 def looped_wav(minutes: float) -> Path:
@@ -33,13 +32,7 @@ def looped_wav(minutes: float) -> Path:
     speech = np.concatenate(list(blocks))
     total = int(minutes * 60 * 48000)
     pcm = np.tile(speech, total // len(speech) + 1)[:total]
-    path = ARTIFACTS / f"speech-{minutes:g}min.wav"
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(48000)
-        w.writeframes(pcm.tobytes())
-    return path
+    return write_wav(ARTIFACTS / f"speech-{minutes:g}min.wav", pcm)
 
 
 def run_measured(cmd: list[str]) -> tuple[float, float]:

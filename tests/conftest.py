@@ -70,6 +70,18 @@ def server():
         proc.stop()
 
 
+def write_wav(path: Path, pcm: np.ndarray, rate: int = 48000) -> Path:
+    """Mono PCM16 to a WAV file (fake microphones, generated speech)."""
+    import wave
+
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm.astype(np.int16).tobytes())
+    return path
+
+
 @pytest.fixture(scope="session")
 def jfk_pcm48() -> np.ndarray:
     """../shared/data/jfk.flac as 48 kHz mono int16 (real human speech)."""

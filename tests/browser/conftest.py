@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import shutil
-import wave
 from pathlib import Path
 
 import cv2
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from tests.conftest import ARTIFACTS
+from tests.conftest import ARTIFACTS, write_wav
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -20,13 +19,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 @pytest.fixture(scope="session")
 def microphone_wav(jfk_pcm48) -> Path:
     """jfk.flac as the WAV Chromium plays into its fake microphone (it loops)."""
-    path = ARTIFACTS / "fake-microphone.wav"
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(48000)
-        wav.writeframes(jfk_pcm48.tobytes())
-    return path
+    return write_wav(ARTIFACTS / "fake-microphone.wav", jfk_pcm48)
 
 
 @pytest_asyncio.fixture(scope="session")

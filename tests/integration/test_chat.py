@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-import wave
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import pytest_asyncio
 
 from avatar_client import AvatarViewer
 from server.audio_sources.tts import PiperTts
-from tests.conftest import ARTIFACTS, ServerProcess
+from tests.conftest import ARTIFACTS, ServerProcess, write_wav
 from tests.fake_llm import FakeLLM
 from tests.integration.test_session import rms
 
@@ -46,14 +45,8 @@ async def question_speech() -> np.ndarray:
         await tts.close()
 
 
-def write_wav(name: str, *parts: np.ndarray):
-    path = ARTIFACTS / name
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(48000)
-        wav.writeframes(np.concatenate(parts).astype(np.int16).tobytes())
-    return path
+def speech_wav(name: str, *parts: np.ndarray):
+    return write_wav(ARTIFACTS / name, np.concatenate(parts))
 
 
 def silence(seconds: float) -> np.ndarray:
@@ -63,7 +56,7 @@ def silence(seconds: float) -> np.ndarray:
 @pytest.fixture(scope="module")
 def question_wav(question_speech):
     """The spoken question, with silence after it so the turn ends."""
-    return write_wav("question.wav", silence(0.5), question_speech, silence(3))
+    return speech_wav("question.wav", silence(0.5), question_speech, silence(3))
 
 
 async def test_spoken_question_is_answered_out_loud(chat_server, fake_llm, question_wav):
@@ -91,7 +84,7 @@ async def test_spoken_question_is_answered_out_loud(chat_server, fake_llm, quest
 
 
 async def test_user_talking_over_the_avatar_interrupts_it(chat_server, question_speech):
-    wav = write_wav("barge-in.wav", silence(4.0), question_speech, silence(3))
+    wav = speech_wav("barge-in.wav", silence(4.0), question_speech, silence(3))
     viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
     await viewer.connect()
     events = await viewer.record_events()
