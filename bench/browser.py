@@ -61,12 +61,8 @@ async def main() -> None:
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
             "--autoplay-policy=no-user-gesture-required", "--disable-features=WebRtcHideLocalIpsWithMdns"])
         for name, factory in (("baseline_aiortc", BaselineProcess), ("avatar", ServerProcess)):
-            proc = factory()
-            try:
-                proc.wait_ready()
+            with factory() as proc:
                 runs = await measure(proc.url, browser, args.runs)
-            finally:
-                proc.stop()
             report[name] = {"connect_to_first_frame_ms_median": round(statistics.median(runs), 1),
                             "all_ms": [round(r, 1) for r in runs]}
         await browser.close()

@@ -143,13 +143,11 @@ async def main() -> None:
     wav = speech_wav("bench-question.wav", silence(1.0), question, silence(4))
     llm = FakeLLM("The capital of France is Paris. It is famous for the Eiffel Tower.")
     await llm.start()
-    proc = ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"})
     try:
-        proc.wait_ready()
-        agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
-        chat = [await chat_reply(proc.url, wav, llm, VadConfig().hangover_ms) for _ in range(args.runs)]
+        with ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"}) as proc:
+            agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
+            chat = [await chat_reply(proc.url, wav, llm, VadConfig().hangover_ms) for _ in range(args.runs)]
     finally:
-        proc.stop()
         await llm.stop()
     a = list(zip(*agent))
     c = list(zip(*chat))

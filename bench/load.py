@@ -67,12 +67,8 @@ async def main() -> None:
     report = {}
     for name, factory, speak in (("avatar", lambda: ServerProcess(env={"AVATAR_MAX_SESSIONS": "64"}), True),
                                  ("baseline_aiortc", BaselineProcess, False)):
-        proc = factory()
-        try:
-            proc.wait_ready()
+        with factory() as proc:
             report[name] = await ramp(proc.url, args.max, args.seconds, speak)
-        finally:
-            proc.stop()
     print(json.dumps(report, indent=2))
 
 

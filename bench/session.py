@@ -108,12 +108,8 @@ async def main() -> None:
     args = parser.parse_args()
     report = {}
     for name, factory in (("baseline_aiortc", BaselineProcess), ("avatar", ServerProcess)):
-        proc = factory()
-        try:
-            proc.wait_ready()
+        with factory() as proc:
             report[name] = await measure(proc, args.sessions, args.seconds)
-        finally:
-            proc.stop()
     a, b = report["avatar"], report["baseline_aiortc"]
     report["avatar"]["server_cpu_percent"] = a["cpu_percent_of_one_core"]["server"]
     report["ratio_avatar_to_baseline"] = {

@@ -99,12 +99,8 @@ async def main() -> None:
     report = {}
     for name, factory, minutes, speak in (("avatar", ServerProcess, args.minutes, True),
                                           ("baseline_aiortc", BaselineProcess, args.baseline_minutes, False)):
-        proc = factory()
-        try:
-            proc.wait_ready()
+        with factory() as proc:
             report[name] = await soak(proc, minutes, speak)
-        finally:
-            proc.stop()
     print(json.dumps(report, indent=2))
 
 

@@ -51,6 +51,17 @@ class ServerProcess:
                 time.sleep(0.3)
         raise TimeoutError("server did not become ready")
 
+    def __enter__(self) -> "ServerProcess":
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -62,12 +73,8 @@ class ServerProcess:
 
 @pytest.fixture(scope="session")
 def server():
-    proc = ServerProcess()
-    try:
-        proc.wait_ready()
+    with ServerProcess() as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def write_wav(path: Path, pcm: np.ndarray, rate: int = 48000) -> Path:

@@ -27,12 +27,8 @@ async def fake_llm():
 
 @pytest.fixture(scope="module")
 def chat_server(fake_llm):
-    proc = ServerProcess(env={"AVATAR_LLM_BASE_URL": fake_llm.url, "AVATAR_LLM_MODEL": "test-model"})
-    try:
-        proc.wait_ready()
+    with ServerProcess(env={"AVATAR_LLM_BASE_URL": fake_llm.url, "AVATAR_LLM_MODEL": "test-model"}) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -21,12 +21,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def ops_server():
-    proc = ServerProcess(env={"AVATAR_MAX_SESSIONS": "1", "AVATAR_TOKEN": TOKEN, "AVATAR_ALLOWED_ORIGINS": ALLOWED})
-    try:
-        proc.wait_ready()
+    with ServerProcess(env={"AVATAR_MAX_SESSIONS": "1", "AVATAR_TOKEN": TOKEN, "AVATAR_ALLOWED_ORIGINS": ALLOWED}) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 class TokenViewer(AvatarViewer):
