@@ -8,7 +8,7 @@ This module imports no torch; the server uses it too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -46,7 +46,6 @@ class FramesReadyEvent:
     session_id: str
     chunk_id: int
     slots: list[int]
-    jaw: list[float] = field(default_factory=list)  # per frame, for stats and tests
 
 
 @dataclass

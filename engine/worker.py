@@ -25,7 +25,6 @@ from .stage import AudioChunk, FrameChunk
 from .state import RollingState
 
 log = logging.getLogger("engine.worker")
-JAW = 0  # motion.INDEX["jaw_open"]
 
 
 class EngineWorker:
@@ -90,8 +89,7 @@ class EngineWorker:
         request: RenderRequest = chunk.tag
         for slot, frame in zip(request.slots, chunk.frames):
             self.ring.array[slot] = frame
-        jaw = [float(c[JAW]) for c in chunk.coeffs]
-        self.conn.send(FramesReadyEvent(request.session_id, request.chunk_id, request.slots, jaw))
+        self.conn.send(FramesReadyEvent(request.session_id, request.chunk_id, request.slots))
 
 
 def main(index: int, conn: Connection, ring_name: str, config: EngineConfig) -> None:

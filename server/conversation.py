@@ -19,6 +19,7 @@ from .audio_sources.asr import AsrError, SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmError
 from .audio_sources.tts import sentences_of
 from .audio_sources.vad import TurnDetector, VadConfig
+from .speech import new_utterance_id
 
 if TYPE_CHECKING:
     from .session import Session
@@ -72,7 +73,7 @@ class Conversation:
             self.session.hub.emit("error", code="llm_not_configured", message=NO_LLM)
             return
         self.history.append({"role": "user", "content": text})
-        utterance_id = self.session.new_utterance()
+        utterance_id = new_utterance_id()
         self.session.produce(utterance_id, self._reply(utterance_id))
 
     async def _reply(self, utterance_id: str) -> None:

@@ -145,7 +145,6 @@ class WorkerHandle:
 class RenderedChunk:
     chunk_id: int
     slots: list[int]
-    jaw: list[float]
 
 
 class EngineSession:
@@ -167,7 +166,7 @@ class EngineSession:
                 for slot in message.slots:  # nobody waits for them any more
                     self.worker.release(slot)
             else:
-                future.set_result(RenderedChunk(message.chunk_id, message.slots, message.jaw))
+                future.set_result(RenderedChunk(message.chunk_id, message.slots))
         elif isinstance(message, SessionErrorEvent):
             self.fail(EngineError(message.code, message.message))
 

@@ -34,7 +34,6 @@ class AVFrame:
     pcm: np.ndarray
     marks: list = field(default_factory=list)
     utterances: list[str] = field(default_factory=list)
-    jaw: float = 0.0
 
 
 class MediaClock:
@@ -78,7 +77,6 @@ class Playout:
         self._tick = -1
         self._video = av.VideoFrame(size, size, "yuv420p")
         self._audio: dict[int, np.ndarray] = {}
-        self.jaw = 0.0
 
     def push(self, frame: AVFrame) -> None:
         self.queue.append(frame)
@@ -127,7 +125,6 @@ class Playout:
         self._video = av.VideoFrame.from_ndarray(self._frame_of(entry.slot), format="yuv420p")
         self._release(entry.slot)
         self._audio[self._tick] = entry.pcm
-        self.jaw = entry.jaw
         if entry.marks or entry.utterances:
             self._on_marks(entry.marks, entry.utterances)
 

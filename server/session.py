@@ -11,7 +11,6 @@ import asyncio
 import datetime
 import logging
 import time
-import uuid
 
 import av
 import numpy as np
@@ -24,14 +23,11 @@ from .audio_sources.tts import TextToSpeech, TtsError, split_stream
 from .engine_client import EngineError, EngineSession
 from .events import EventHub
 from .playout import AVFrame, Playout
-from .speech import Mark, Piece, SpeechQueue
+from .speech import Mark, Piece, SpeechQueue, new_utterance_id
 from .tracks import AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.session")
 
-
-def new_utterance_id() -> str:
-    return uuid.uuid4().hex[:12]
 STATS_PERIOD_S = 1.0
 MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone
 MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
@@ -67,20 +63,13 @@ class Session:
         self.on_interrupt = None
 
     def start(self) -> None:
-        self._spawn(self._pump())
-        self._spawn(self._stats())
-        self._spawn(self._connect_watchdog())
+        self.spawn(self._pump())
+        self.spawn(self._stats())
+        self.spawn(self._connect_watchdog())
         self.pc.on("track", self._on_remote_track)
 
     def spawn(self, coro) -> asyncio.Task:
         """Run a task that ends with the session."""
-        return self._spawn(coro)
-
-    @staticmethod
-    def new_utterance() -> str:
-        return new_utterance_id()
-
-    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -98,7 +87,7 @@ class Session:
 
     def produce(self, utterance_id: str, producer) -> None:
         """Run a coroutine that pushes an utterance's audio; it is cancelled by `interrupt`."""
-        self._producers[utterance_id] = self._spawn(self._run_producer(utterance_id, producer))
+        self._producers[utterance_id] = self.spawn(self._run_producer(utterance_id, producer))
 
     async def _run_producer(self, utterance_id: str, producer) -> None:
         try:
@@ -138,16 +127,13 @@ class Session:
 
     def interrupt(self) -> list[str]:
         """Cancel all speech now: its source, queued audio, and audio already rendered."""
-        cancelled = set(self._producers) | self._live
-        self.playout.mute(list(cancelled))  # first, so producers' finally blocks add no end mark
+        cancelled = set(self._producers) | self._live | set(self.speech.cancel()) | set(self._speaking)
+        cancelled.discard(MIRROR)
+        self.playout.mute(list(cancelled))  # before the producers' finally blocks: no end marks
         for task in list(self._producers.values()):
             task.cancel()
         self._producers.clear()
         self._live.clear()
-        cancelled.update(self.speech.cancel())
-        cancelled.update(self._speaking)
-        cancelled.discard(MIRROR)
-        self.playout.mute(list(cancelled))
         if self.on_interrupt and cancelled:
             self.on_interrupt(len(cancelled))
         for utterance_id in cancelled:
@@ -176,10 +162,10 @@ class Session:
         if track.kind != "audio":
             return
         if self.mode == "mirror":  # the user's voice drives the face as it arrives
-            self._spawn(self._listen(track, SAMPLE_RATE,
+            self.spawn(self._listen(track, SAMPLE_RATE,
                                      lambda pcm: self.speech.push_live(MIRROR, pcm, MIRROR_BACKLOG)))
         elif self.mode == "chat" and self.conversation is not None:
-            self._spawn(self._listen(track, 16_000, self.conversation.hear))
+            self.spawn(self._listen(track, 16_000, self.conversation.hear))
 
     async def _listen(self, track, rate: int, sink) -> None:
         resampler = av.AudioResampler("s16", "mono", rate)
@@ -202,14 +188,14 @@ class Session:
                     await self.playout.consumed.wait()
                 piece = self.speech.read(self.chunk_frames * SAMPLES_PER_FRAME)
                 rendered = await self.engine.render(chunk_id, first, piece.pcm, self.chunk_frames)
-                self._queue_frames(piece, rendered.slots, rendered.jaw)
+                self._queue_frames(piece, rendered.slots)
                 chunk_id, first = chunk_id + 1, first + self.chunk_frames
         except EngineError as exc:
             self.fail(exc.code, str(exc))
         except asyncio.CancelledError:
             pass
 
-    def _queue_frames(self, piece: Piece, slots: list[int], jaw: list[float]) -> None:
+    def _queue_frames(self, piece: Piece, slots: list[int]) -> None:
         if self.closed.is_set():
             for slot in slots:
                 self.engine.release(slot)
@@ -221,7 +207,7 @@ class Session:
             utterances = piece.utterances if pcm.any() else []
             if self.playout.muted.keys() & set(piece.utterances) or (not self.echo and MIRROR in utterances):
                 pcm, marks, utterances = np.zeros_like(pcm), [], []
-            self.playout.push(AVFrame(slot, pcm, marks, list(utterances), jaw[i]))
+            self.playout.push(AVFrame(slot, pcm, marks, list(utterances)))
 
     async def _connect_watchdog(self) -> None:
         """Ends sessions whose viewer never connects or has gone away.
@@ -272,7 +258,7 @@ class Session:
     # --- end -------------------------------------------------------------------
     def fail(self, code: str, message: str) -> None:
         self.hub.emit("error", code=code, message=message)
-        self._spawn(self.close())
+        self.spawn(self.close())
 
     async def close(self) -> None:
         if self.closed.is_set():

@@ -8,6 +8,7 @@ each utterance starts and ends so events fire when the audio is actually played.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -15,6 +16,10 @@ import numpy as np
 
 MAX_BUFFERED_S = 20.0  # producers wait beyond this; memory stays bounded
 RATE = 48_000
+
+
+def new_utterance_id() -> str:
+    return uuid.uuid4().hex[:12]
 
 
 @dataclass
