@@ -19,5 +19,7 @@ class EngineConfig:
     """Frames rendered per request; the audio latency the chunk loop adds is this x 40 ms."""
     ring_slots: int = 48
     """Frame slots in each worker's shared-memory ring (each holds one I420 frame)."""
+    motion: str = "dit"
+    """Audio-to-motion model: "dit" (the trained MotionDiT) or "interim" (the hand-set mapping)."""
     preload_avatar: str = ""
     """Prepared portrait each worker analyses before it reports ready (the server's default)."""

@@ -1,7 +1,9 @@
 """Pipeline: connects the stages and owns each session's RollingState.
 
-streaming mode: the server feeds one AudioChunk per request for as long as the
-session lives (silence is audio too). The same `step` serves batch mode later.
+Streaming mode: the server feeds one AudioChunk per request for as long as the
+session lives (silence is audio too). Batch mode (engine/batch.py) runs the same
+stages over a file, decode spread over processes; both give the same frames for the
+same audio and seed (tests/unit/test_motion_model.py).
 """
 
 from __future__ import annotations
@@ -12,29 +14,43 @@ from .avatar import Portrait, load_portrait
 from .modules.audio_features import AudioFeatureModule
 from .modules.idle_motion import IdleMotionModule
 from .modules.interim_motion import InterimMotionModule
+from .modules.mel_features import MelFeatureModule
+from .modules.motion_dit import WEIGHTS, MotionDiT
 from .modules.portrait_renderer import PortraitRenderer
-from .stage import AudioChunk, FrameChunk
+from .stage import AudioChunk, FrameChunk, Stage
 from .stages.context import ContextStage
 from .stages.decode import DecodeStage
+from .stages.interim_motion import InterimMotionStage
 from .stages.motion import MotionStage
 from .stages.publish import PublishStage, Sink
 from .state import RollingState
+
+MOTION_MODELS = ("dit", "interim")
+
+
+def motion_stages(kind: str = "dit", weights: Path = WEIGHTS) -> list:
+    """Context and audio-to-motion stages: the trained MotionDiT, or the INTERIM mapping."""
+    if kind == "dit":
+        return [ContextStage(MelFeatureModule()), MotionStage(MotionDiT(weights))]
+    if kind == "interim":
+        return [ContextStage(AudioFeatureModule()), InterimMotionStage(InterimMotionModule(), IdleMotionModule())]
+    raise ValueError(f"unknown motion model {kind!r}; choose one of {MOTION_MODELS}")
 
 
 class Pipeline:
     """Context -> motion -> decode -> publish for one avatar."""
 
-    def __init__(self, portrait: Portrait):
-        self.stages = [
-            ContextStage(AudioFeatureModule()),
-            MotionStage(InterimMotionModule(), IdleMotionModule()),
-            DecodeStage(PortraitRenderer(portrait)),
-        ]
+    def __init__(self, stages: list[Stage]):
+        self.stages = stages
         self.publish = PublishStage()
 
     @classmethod
-    def for_avatar(cls, path: Path) -> "Pipeline":
-        return cls(load_portrait(path))
+    def for_portrait(cls, portrait: Portrait, motion: str = "dit") -> "Pipeline":
+        return cls([*motion_stages(motion), DecodeStage(PortraitRenderer(portrait))])
+
+    @classmethod
+    def for_avatar(cls, path: Path, motion: str = "dit") -> "Pipeline":
+        return cls.for_portrait(load_portrait(path), motion)
 
     def new_state(self, seed: int, sink: Sink) -> RollingState:
         state = RollingState()

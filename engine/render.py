@@ -20,9 +20,11 @@ import av
 import numpy as np
 
 from .config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, EngineConfig
-from .stage import AudioChunk, FrameChunk
+from .stage import FrameChunk
 
-CHUNK_FRAMES = 2
+MOTION_CHUNK = 2  # the motion stage's chunk: every piece must hold whole ones
+CHUNK_FRAMES = 10
+"""Frames per batch job; the last chunk is cut short, padded only to the motion chunk (2)."""
 
 
 class RenderError(Exception):
@@ -61,8 +63,8 @@ def _reason(exc: Exception) -> str:
     return str(getattr(exc, "strerror", None) or exc).splitlines()[0][:120]
 
 
-def chunks(blocks: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
-    """Fixed-size pieces of a block stream; the last one padded with silence."""
+def chunks(blocks: Iterator[np.ndarray], size: int, multiple: int) -> Iterator[np.ndarray]:
+    """Fixed-size pieces of a block stream; the last one padded with silence to `multiple` samples."""
     pending, filled = np.zeros(size, np.int16), 0
     for block in blocks:
         while len(block):
@@ -73,8 +75,9 @@ def chunks(blocks: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
                 yield pending.copy()
                 filled = 0
     if filled:
-        pending[filled:] = 0
-        yield pending
+        end = -(-filled // multiple) * multiple
+        pending[filled:end] = 0
+        yield pending[:end]
 
 
 class Mp4Writer:
@@ -106,20 +109,18 @@ class Mp4Writer:
 
 
 def render(blocks: Iterator[np.ndarray], duration: float, avatar: Path, out: Path,
-           progress=None, seed: int = 0) -> int:
+           progress=None, seed: int = 0, workers: int = 2) -> int:
     """Render the whole stream into `out`; returns the number of frames written."""
-    from .pipeline import Pipeline
+    from .batch import batch_frames
 
-    pipeline = Pipeline.for_avatar(avatar)
     partial = out.with_name(out.name + ".part")  # the output appears only when complete
     writer = Mp4Writer(partial, EngineConfig().size)
-    state = pipeline.new_state(seed, sink=lambda chunk: chunk)
     frames = 0
+    pieces = chunks(blocks, CHUNK_FRAMES * SAMPLES_PER_FRAME, MOTION_CHUNK * SAMPLES_PER_FRAME)
     try:
-        for pcm in chunks(blocks, CHUNK_FRAMES * SAMPLES_PER_FRAME):
-            chunk = pipeline.step(AudioChunk(frames, CHUNK_FRAMES, pcm), state)
+        for chunk, pcm in batch_frames(pieces, avatar, seed, workers=workers):
             writer.write(chunk, pcm)
-            frames += CHUNK_FRAMES
+            frames += len(chunk.frames)
             if progress:
                 progress(frames / FPS, duration)
         writer.close()

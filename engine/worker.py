@@ -38,7 +38,7 @@ class EngineWorker:
 
     def pipeline(self, avatar: str) -> Pipeline:
         if avatar not in self.pipelines:
-            self.pipelines[avatar] = Pipeline.for_avatar(Path(avatar))
+            self.pipelines[avatar] = Pipeline.for_avatar(Path(avatar), self.config.motion)
         return self.pipelines[avatar]
 
     def serve(self) -> None:

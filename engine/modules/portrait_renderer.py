@@ -17,7 +17,8 @@ from ..face_model import FaceRig
 from ..mouth_interior import build_atlas, composite
 from ..warp import TpsGrid, invert
 
-GRID_STEP = 2  # pixels between TPS grid points; the map is upsampled from it
+GRID_STEP = 4  # pixels between TPS grid points; the map is upsampled from it
+HEAD_MAP_DIV = 4  # the head-motion field is summed at 1/4 size
 
 
 def _box(points: np.ndarray, pad: float, size: int, step: int) -> tuple[int, int, int, int]:
@@ -47,7 +48,10 @@ class PortraitRenderer:
         mouth_pts = np.array([f.mouth_center - 0.9 * f.mouth_width, f.mouth_center + 0.9 * f.mouth_width])
         self.mouth_box = _box(mouth_pts, 0.0, self.size, 1)
         self.atlas = build_atlas(self.rig, self.image, self.mouth_box)
-        self._head = self._head_bases(portrait.landmarks)
+        bases = self._head_bases(portrait.landmarks)
+        low = self.size // HEAD_MAP_DIV  # the head field is smooth: sum it small, then upsample
+        self._head_index = [motion.INDEX[k] for k in bases]
+        self._head = np.stack([cv2.resize(b, (low, low), interpolation=cv2.INTER_AREA) for b in bases.values()])
         ident = np.mgrid[0 : self.size, 0 : self.size].astype(np.float32)
         self._ident_x, self._ident_y = ident[1], ident[0]
 
@@ -99,6 +103,7 @@ class PortraitRenderer:
         )
 
     def _move_head(self, frame: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
-        d = sum(coeffs[motion.INDEX[k]] * basis for k, basis in self._head.items())
+        small = np.tensordot(coeffs[self._head_index].astype(np.float32), self._head, axes=1)
+        d = cv2.resize(small, (self.size, self.size), interpolation=cv2.INTER_LINEAR)
         return cv2.remap(frame, self._ident_x - d[..., 0], self._ident_y - d[..., 1],
                          cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)

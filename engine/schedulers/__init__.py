@@ -1,5 +1,5 @@
-"""Samplers: pure tensor math, `set_timesteps` then `step`."""
+"""Samplers. `flow_sigmas` is numpy; the torch FlowMatchScheduler lives in `flow_match`."""
 
-from .flow_match import FlowMatchScheduler
+from .sigmas import flow_sigmas
 
-__all__ = ["FlowMatchScheduler"]
+__all__ = ["flow_sigmas"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from .sigmas import flow_sigmas
+
 
 class FlowMatchScheduler:
     def __init__(self, shift: float = 1.0):
@@ -20,11 +22,7 @@ class FlowMatchScheduler:
 
     def set_timesteps(self, steps: int) -> torch.Tensor:
         """Sigmas for `steps` Euler steps: steps + 1 values from 1 down to exactly 0."""
-        if steps < 1:
-            raise ValueError("at least one step")
-        sigma = torch.linspace(1.0, 0.0, steps + 1, dtype=torch.float64)
-        sigma = self.shift * sigma / (1 + (self.shift - 1) * sigma)
-        self.sigmas = sigma.to(torch.float32)
+        self.sigmas = torch.from_numpy(flow_sigmas(steps, self.shift))
         return self.sigmas
 
     @property

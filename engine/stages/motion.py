@@ -1,25 +1,87 @@
-"""Audio-to-motion: features -> motion coefficients (speech motion plus idle life)."""
+"""Audio-to-motion: the N/I chunk loop of the trained MotionDiT.
+
+Every `chunk` frames of audio the stage runs N(k), conditioned on the last
+`window - chunk` final frames (the boundary motion), then I(k-1), which re-generates
+the head of N(k) between its two anchors: the last frame of N(k-1) and frame `anchor`
+of N(k). Only I(k-1)'s interior is kept (schedule.interior), so a chunk's frames are
+final as soon as both are done and the loop adds no latency beyond one chunk.
+
+RollingState: the window of the last frames' motion and features, the chunk counter
+and the noise generator; nothing grows with the session.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..modules.idle_motion import IdleMotionModule
-from ..modules.interim_motion import InterimMotionModule
+import numpy as np
+
+from .. import motion
+from ..modules.mel_features import DIM as AUDIO_DIM
+from ..modules.motion_dit import MotionDiT
+from ..schedule import ChunkPlan, i_chunk, interior, n_chunk
+from ..schedulers import flow_sigmas
 from ..stage import AudioFeatures, MotionChunk, Stage
+
+SILENCE_FEATURE = -6.0
+"""What the mel features of digital silence are: the session-start context."""
+ANCHOR = 1
+"""Frames of N(k) that I(k-1) regenerates (its early anchor is the frame after them)."""
+LIMITS = {"jaw_open": (0, 1), "lip_round": (0, 1), "upper_lip": (0, 1), "blink_l": (0, 1), "blink_r": (0, 1)}
 
 
 class MotionStage(Stage[AudioFeatures, MotionChunk]):
     name = "motion"
 
-    def __init__(self, speech: InterimMotionModule, idle: IdleMotionModule):
-        self.speech, self.idle = speech, idle
+    def __init__(self, model: MotionDiT):
+        self.model = model
+        c = model.config
+        self.chunk, self.context = c.chunk, c.window - c.chunk
+        if not 1 <= ANCHOR < self.chunk <= self.context:
+            raise ValueError("the window must hold a whole chunk after its context, anchor inside the chunk")
+        self.sigmas, self.interp_sigmas = flow_sigmas(c.steps), flow_sigmas(c.interp_steps)
+        self.low = np.full(motion.DIM, -np.inf, np.float32)
+        self.high = np.full(motion.DIM, np.inf, np.float32)
+        for name, (lo, hi) in LIMITS.items():
+            self.low[motion.INDEX[name]], self.high[motion.INDEX[name]] = lo, hi
 
     def init_state(self, state: dict[str, Any], seed: int) -> None:
-        state["speech"] = self.speech.initial_state(seed)
-        state["idle"] = self.idle.initial_state(seed)
+        window = self.model.config.window
+        state["rng"] = np.random.default_rng(seed)
+        state["motion"] = motion.zeros(window)  # a neutral face ...
+        state["features"] = np.full((window, AUDIO_DIM), SILENCE_FEATURE, np.float32)  # ... over silence
+        state["k"] = np.zeros(1, np.int64)
 
     def run(self, data: AudioFeatures, state: dict[str, Any]) -> MotionChunk:
-        coeffs, loud = self.speech(data.features, state["speech"])
-        self.idle(coeffs, loud, state["idle"])
-        return MotionChunk(data.chunk.first_frame, coeffs, data.chunk.tag)
+        if len(data.features) % self.chunk:
+            raise ValueError(f"chunks must hold a multiple of {self.chunk} frames")
+        out = [self.step(data.features[i: i + self.chunk], state) for i in range(0, len(data.features), self.chunk)]
+        return MotionChunk(data.chunk.first_frame, np.concatenate(out), data.chunk.tag)
+
+    def step(self, features: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+        """One N chunk (and the I chunk before it): the next `chunk` final frames."""
+        k = int(state["k"][0])
+        base = k * self.chunk - self.context  # timeline frame at window position 0
+        window = np.concatenate([state["motion"][self.chunk:], motion.zeros(self.chunk)])
+        feats = np.concatenate([state["features"][self.chunk:], features])
+        n = n_chunk(k, self.chunk, ANCHOR)
+        window = self.sample(window, np.arange(len(window)) < n.start - base, feats, state)
+        if k > 0:
+            self.interpolate(window, feats, i_chunk(k - 1, self.chunk, ANCHOR), base, state)
+        state["motion"], state["features"], state["k"][0] = window, feats, k + 1
+        return window[self.context:]
+
+    def interpolate(self, window: np.ndarray, feats: np.ndarray, plan: ChunkPlan, base: int,
+                    state: dict[str, Any]) -> None:
+        """I chunk: regenerate the span between its anchors; keep only the interior."""
+        lo, hi = plan.start - base, plan.start - base + plan.frames
+        known = np.ones(len(window), bool)
+        known[lo + 1: hi - 1] = False
+        filled = self.sample(window, known, feats, state, self.interp_sigmas)
+        window[lo + 1: hi - 1] = interior(list(filled[lo:hi]), plan)
+
+    def sample(self, window: np.ndarray, known: np.ndarray, feats: np.ndarray, state: dict[str, Any],
+               sigmas: np.ndarray | None = None) -> np.ndarray:
+        noise = state["rng"].standard_normal(window.shape).astype(np.float32)
+        out = self.model.sample(window, known, feats, noise, self.sigmas if sigmas is None else sigmas)
+        return np.clip(out, self.low, self.high).astype(np.float32)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from engine.schedule import interior, plan
-from engine.schedulers import FlowMatchScheduler
+from engine.schedulers.flow_match import FlowMatchScheduler
 
 pytestmark = pytest.mark.unit
 

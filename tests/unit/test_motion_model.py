@@ -1,0 +1,158 @@
+"""The trained motion model: numpy/torch parity, the N/I chunk loop, idle motion, streaming = batch."""
+
+import numpy as np
+import pytest
+
+from engine import motion
+from engine.avatar import DEFAULT_AVATAR
+from engine.config import FPS, SAMPLES_PER_FRAME
+from engine.modules.motion_dit import WEIGHTS, MotionDiT, MotionDiTConfig
+from engine.pipeline import Pipeline, motion_stages
+from engine.stage import AudioChunk
+from engine.stages.motion import MotionStage
+from engine.state import RollingState
+
+pytestmark = pytest.mark.unit
+TINY = MotionDiTConfig(dim=32, depth=2, heads=2)
+
+
+def tiny_model(seed: int = 0) -> MotionDiT:
+    """A randomly initialised small MotionDiT, adaLN and output layers included (not zero)."""
+    import torch
+
+    from training.motion.model import MotionDiT as TorchDiT
+
+    torch.manual_seed(seed)
+    model = TorchDiT(TINY)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return MotionDiT.from_params(model.numpy_params(), TINY), model
+
+
+def run(stages, pcm: np.ndarray, seed: int = 0, chunk: int = 2) -> np.ndarray:
+    state = RollingState()
+    for stage in stages:
+        stage.init_state(state.of(stage.name), seed)
+    out = []
+    for first in range(0, len(pcm) // SAMPLES_PER_FRAME // chunk * chunk, chunk):
+        data = AudioChunk(first, chunk, pcm[first * SAMPLES_PER_FRAME:(first + chunk) * SAMPLES_PER_FRAME])
+        for stage in stages:
+            data = stage.run(data, state.of(stage.name))
+        out.append(data.coeffs)
+    return np.concatenate(out)
+
+
+def test_numpy_forward_equals_the_torch_model():
+    import torch
+
+    numpy_model, torch_model = tiny_model()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 10, motion.DIM)).astype(np.float32)
+    known = (rng.random((3, 10)) > 0.5).astype(np.float32)
+    audio = rng.standard_normal((3, 10, 80)).astype(np.float32)
+    sigma = rng.random(3).astype(np.float32)
+    with torch.no_grad():
+        expected = torch_model(*(torch.from_numpy(a) for a in (x, known, audio, sigma))).numpy()
+    got = numpy_model.velocity(x, known, audio, sigma)
+    assert np.abs(expected).max() > 0.1  # the comparison is not between zeros
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+
+
+def test_the_stage_runs_n_then_i_chunks_and_keeps_only_the_interior():
+    model, _ = tiny_model()
+    stage = MotionStage(model)
+    calls = []
+    sample = model.sample
+
+    def recording(window, known, feats, noise, sigmas):
+        out = sample(window, known, feats, noise, sigmas)
+        calls.append((known.copy(), window.copy(), out.copy()))
+        return out
+
+    model.sample = recording
+    state = {}
+    stage.init_state(state, 0)
+    outputs = [stage.step(np.zeros((2, 80), np.float32), state) for _ in range(3)]
+    n_known = np.array([True] * 8 + [False] * 2)
+    i_known = np.array([True] * 8 + [False] + [True])
+    kinds = ["N" if (k == n_known).all() else "I" if (k == i_known).all() else "?" for k, _, _ in calls]
+    assert kinds == ["N", "N", "I", "N", "I"]  # N0, N1, I0, N2, I1
+    _, n1_in, n1 = calls[1]
+    _, i0_in, i0 = calls[2]
+    assert np.allclose(outputs[1][0], np.clip(i0[8], stage.low, stage.high))  # the interior comes from I0
+    assert np.allclose(outputs[1][1], np.clip(n1[9], stage.low, stage.high))  # the rest of N1 stays
+    assert np.array_equal(i0[[7, 9]], i0_in[[7, 9]])  # anchors are inputs; I's own predictions of them are dropped
+
+
+def test_rolling_state_is_constant_over_ten_simulated_minutes():
+    """Ten minutes of audio through context -> motion (tiny model) -> decode at a small size."""
+    from engine.avatar import Portrait, load_portrait
+    from engine.modules.portrait_renderer import PortraitRenderer
+    from engine.stages.context import ContextStage
+    from engine.modules.mel_features import MelFeatureModule
+    from engine.stages.decode import DecodeStage
+    import cv2
+
+    big = load_portrait(DEFAULT_AVATAR)
+    small = Portrait(cv2.resize(big.image, (64, 64), interpolation=cv2.INTER_AREA), big.landmarks / 8)
+    model, _ = tiny_model()
+    pipeline = Pipeline([ContextStage(MelFeatureModule()), MotionStage(model), DecodeStage(PortraitRenderer(small))])
+    state = pipeline.new_state(0, sink=lambda chunk: None)
+    rng = np.random.default_rng(1)
+    shapes = None
+    for first in range(0, 10 * 60 * FPS, 2):
+        pcm = (rng.standard_normal(2 * SAMPLES_PER_FRAME) * 3000 * (first // 50 % 2)).astype(np.int16)
+        pipeline.step(AudioChunk(first, 2, pcm), state)
+        now = {(s, k): v.shape for s, d in state.stages.items() for k, v in d.items() if isinstance(v, np.ndarray)}
+        assert shapes is None or now == shapes, f"the rolling state changed at frame {first}"
+        shapes = now
+    assert state.next_frame == 10 * 60 * FPS and state.stages["motion"]["k"][0] == 10 * 60 * FPS // 2
+    assert len(shapes) >= 4 and state.nbytes() < 64 * 1024
+
+
+def test_committed_weights_are_small_and_say_how_they_were_made():
+    from safetensors import safe_open
+
+    assert WEIGHTS.stat().st_size < 20 * 1024 * 1024
+    with safe_open(str(WEIGHTS), "numpy") as f:
+        meta = f.metadata()
+    assert "config" in meta and "seed" in meta["training"] and "command" in meta["training"]
+
+
+def test_silence_gives_continuous_idle_motion_that_never_repeats():
+    track = run(motion_stages("dit"), np.zeros(60 * 48000, np.int16))
+    assert len(track) == 60 * FPS
+    assert np.abs(track[:, motion.INDEX["jaw_open"]]).max() < 0.1  # silent: the mouth stays shut
+    windows = [track[i:i + 2 * FPS].round(4).tobytes() for i in range(0, len(track) - 2 * FPS + 1)]
+    assert len(set(windows)) == len(windows)  # no two 2-second windows alike, at any offset
+    head = track[:, [motion.INDEX[k] for k in ("head_yaw", "head_pitch", "head_roll")]]
+    assert head.std(0).min() > 0.002  # it moves ...
+    assert np.abs(np.diff(head, axis=0)).max() < 0.05  # ... without jumps
+    blinks = (np.diff((track[:, motion.INDEX["blink_l"]] > 0.5).astype(int)) == 1).sum()
+    assert blinks >= 4  # a blink every few seconds, not a frozen stare
+
+
+def test_real_speech_moves_the_mouth_and_closes_it_in_pauses(jfk_pcm48):
+    track = run(motion_stages("dit"), jfk_pcm48)
+    jaw = track[:, motion.INDEX["jaw_open"]]
+    frames = jfk_pcm48[: len(jaw) * SAMPLES_PER_FRAME].astype(np.float32).reshape(len(jaw), -1)
+    db = 20 * np.log10(np.sqrt((frames**2).mean(1)) + 1)
+    loud, quiet = db > np.percentile(db, 80), db < np.percentile(db, 15)
+    assert jaw[loud].mean() > 0.2 and jaw[quiet].mean() < 0.1
+    assert np.corrcoef(jaw, db)[0, 1] > 0.5
+
+
+def test_streaming_and_batch_give_the_same_frames(jfk_pcm48):
+    from engine.batch import batch_frames
+
+    pcm = jfk_pcm48[: 4 * 48000]
+    pipeline = Pipeline.for_avatar(DEFAULT_AVATAR)
+    state = pipeline.new_state(5, sink=lambda chunk: chunk)
+    streamed = np.concatenate([
+        pipeline.step(AudioChunk(f, 2, pcm[f * SAMPLES_PER_FRAME:(f + 2) * SAMPLES_PER_FRAME]), state).frames
+        for f in range(0, 100, 2)])
+    pieces = (pcm[i:i + 10 * SAMPLES_PER_FRAME] for i in range(0, len(pcm), 10 * SAMPLES_PER_FRAME))
+    batched = np.concatenate([chunk.frames for chunk, _ in batch_frames(pieces, DEFAULT_AVATAR, seed=5)])
+    assert batched.shape == streamed.shape == (100, 768, 512)
+    assert np.array_equal(batched, streamed)

@@ -1,0 +1,156 @@
+"""Evaluate audio-to-motion on voices the model never heard, against the INTERIM module.
+
+    python -m training.motion.evaluate --data .cache/motion-data
+
+Both systems run exactly as a live session runs them (context + motion stages, audio in
+two-frame chunks). Sets: the held-out flite voice (slt) from the recipe, and
+../shared/data/jfk.flac (real speech), aligned to its transcript by pocketsphinx.
+Figures, per set and system:
+- closure: share of p/b/m whose frames include one with jaw_open <= 0.1 (lips shut);
+- open_vowel: share of open vowels (aa ae ah ao, >= 60 ms) reaching jaw_open >= 0.25;
+- loudness_corr: Pearson correlation of jaw_open with the frame's loudness (dB);
+- boundary_jump: mean frame-to-frame motion change across chunk boundaries divided by
+  the same within chunks (motion normalised per coefficient);
+- realtime: audio seconds per second of one core for the two stages.
+Prints JSON.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # "one core": no BLAS threads
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from engine import motion  # noqa: E402
+from engine.config import FPS, SAMPLES_PER_FRAME  # noqa: E402
+from engine.modules.motion_dit import WEIGHTS  # noqa: E402
+from engine.pipeline import motion_stages  # noqa: E402
+from engine.stage import AudioChunk  # noqa: E402
+from engine.state import RollingState  # noqa: E402
+
+from .visemes import OPEN_VOWELS, Segment, from_arpabet, merge  # noqa: E402
+
+JFK = Path(__file__).resolve().parents[3] / "shared" / "data" / "jfk.flac"
+JFK_TEXT = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
+CLOSED, OPEN = 0.1, 0.25
+JAW = motion.INDEX["jaw_open"]
+CHUNK = 2
+
+
+def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 0) -> tuple[np.ndarray, float]:
+    """(frames, DIM) motion of a whole recording, streamed in two-frame chunks; and CPU seconds taken."""
+    stages, state = motion_stages(kind, weights), RollingState()
+    for stage in stages:
+        stage.init_state(state.of(stage.name), seed)
+    frames = len(pcm) // SAMPLES_PER_FRAME // CHUNK * CHUNK
+    out, started = [], time.process_time()
+    for first in range(0, frames, CHUNK):
+        data = AudioChunk(first, CHUNK, pcm[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
+        for stage in stages:
+            data = stage.run(data, state.of(stage.name))
+        out.append(data.coeffs)
+    return np.concatenate(out), time.process_time() - started
+
+
+def frames_of(segment: Segment, frames: int) -> np.ndarray:
+    """Frames whose centre falls within the segment (20 ms slack), at least the nearest one."""
+    centres = (np.arange(frames) + 0.5) / FPS
+    hit = np.flatnonzero((centres >= segment.start - 0.02) & (centres <= segment.end + 0.02))
+    nearest = min(frames - 1, int((segment.start + segment.end) / 2 * FPS))
+    return hit if len(hit) else np.array([nearest])
+
+
+def loudness_db(pcm: np.ndarray, frames: int) -> np.ndarray:
+    x = pcm[: frames * SAMPLES_PER_FRAME].astype(np.float32).reshape(frames, -1) / 32768
+    return np.maximum(20 * np.log10(np.sqrt((x**2).mean(1)) + 1e-9), -70)
+
+
+def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:
+    steps = np.linalg.norm(np.diff(track / scale, axis=0), axis=1)  # steps[i]: frame i -> i+1
+    at_boundary = (np.arange(1, len(track)) % CHUNK) == 0
+    return float(steps[at_boundary].mean() / max(steps[~at_boundary].mean(), 1e-9))
+
+
+def score(items: list[tuple[np.ndarray, list[Segment], np.ndarray]], scale: np.ndarray) -> dict:
+    closed, opened, jumps, tracks, louds = [], [], [], [], []
+    for track, segments, pcm in items:
+        for s in segments:
+            if s.viseme == "BMP":
+                closed.append(track[frames_of(s, len(track)), JAW].min() <= CLOSED)
+            elif s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
+                opened.append(track[frames_of(s, len(track)), JAW].max() >= OPEN)
+        jumps.append(boundary_jump(track, scale))
+        tracks.append(track[:, JAW])
+        louds.append(loudness_db(pcm, len(track)))
+    return {"closure": round(float(np.mean(closed)), 3), "closures": len(closed),
+            "open_vowel": round(float(np.mean(opened)), 3), "open_vowels": len(opened),
+            "loudness_corr": round(float(np.corrcoef(np.concatenate(tracks), np.concatenate(louds))[0, 1]), 3),
+            "boundary_jump": round(float(np.mean(jumps)), 3)}
+
+
+def heldout_set(data: Path, limit: int) -> list[tuple[np.ndarray, list[Segment]]]:
+    d = np.load(data / "heldout.npz")
+    names, starts = list(d["visemes"]), d["pcm_starts"]
+    out = []
+    for i in range(min(limit, len(starts) - 1)):
+        rows = d["segments"][d["segments"][:, 0] == i]
+        out.append((d["pcm"][starts[i]:starts[i + 1]], [Segment(names[int(v)], a, b) for _, v, a, b in rows]))
+    return out
+
+
+def jfk_set() -> list[tuple[np.ndarray, list[Segment]]]:
+    """jfk.flac at 48 kHz and its phones, force-aligned to the transcript by pocketsphinx."""
+    from pocketsphinx import Decoder
+
+    from engine.render import audio_stream
+
+    blocks, _ = audio_stream(JFK)
+    pcm48 = np.concatenate(list(blocks))
+    pcm16 = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.int16)
+    decoder = Decoder(samprate=16000, bestpath=False, loglevel="ERROR")
+    decoder.set_align_text(JFK_TEXT)
+    for _ in range(2):  # first pass finds the words, the second aligns their phones
+        decoder.start_utt()
+        decoder.process_raw(pcm16.tobytes(), full_utt=True)
+        decoder.end_utt()
+        decoder.set_alignment()
+    segments = [s for word in decoder.get_alignment() for p in word
+                for s in from_arpabet(p.name, p.start / 100, (p.start + p.duration) / 100)]
+    return [(pcm48, merge(segments))]
+
+
+def evaluate(data: Path, weights: Path = WEIGHTS, limit: int = 1000, kinds: tuple[str, ...] = ("dit", "interim")) -> dict:
+    sets = {"heldout_flite_slt": heldout_set(data, limit), "jfk": jfk_set()}
+    result = {}
+    for kind in kinds:
+        result[kind] = {}
+        audio_s = cpu_s = 0.0
+        for name, items in sets.items():
+            runs = [(run_motion(kind, pcm, weights), segments, pcm) for pcm, segments in items]
+            cpu_s += sum(r[0][1] for r in runs)
+            audio_s += sum(len(pcm) / SAMPLES_PER_FRAME / FPS for pcm, _ in items)
+            tracks = [(track, segments, pcm) for (track, _), segments, pcm in runs]
+            scale = np.concatenate([t for t, _, _ in tracks]).std(0) + 1e-3
+            result[kind][name] = score(tracks, scale)
+        result[kind]["realtime"] = round(audio_s / cpu_s, 1)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path(".cache/motion-data"))
+    parser.add_argument("--weights", type=Path, default=WEIGHTS)
+    parser.add_argument("--limit", type=int, default=1000, help="held-out sequences to use")
+    args = parser.parse_args()
+    print(json.dumps(evaluate(args.data, args.weights, args.limit), indent=1))
+
+
+if __name__ == "__main__":
+    main()
