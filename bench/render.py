@@ -36,13 +36,13 @@ def looped_wav(minutes: float) -> Path:
 
 
 def run_measured(cmd: list[str]) -> tuple[float, float]:
-    """(seconds, peak RSS in MB) of a command, polled every 50 ms."""
+    """(seconds, peak RSS in MB) of a command and its child processes together, polled every 50 ms."""
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ps, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
         try:
-            peak = max(peak, ps.memory_info().rss)
+            peak = max(peak, sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)]))
         except psutil.NoSuchProcess:
             break
         time.sleep(0.05)
@@ -59,7 +59,7 @@ from engine.render import Mp4Writer, audio_stream, chunks
 from engine.stage import FrameChunk
 frame = cv2.cvtColor(load_portrait(DEFAULT_AVATAR).image, cv2.COLOR_RGB2YUV_I420)
 writer, n = Mp4Writer(Path(sys.argv[2]), 512), 0
-for pcm in chunks(audio_stream(Path(sys.argv[1]))[0], 3840):
+for pcm in chunks(audio_stream(Path(sys.argv[1]))[0], 3840, 3840):
     writer.write(FrameChunk(n, np.stack([frame, frame]), None), pcm)
     n += 2
 writer.close()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 FPS = 25
 SAMPLE_RATE = 48_000
 SAMPLES_PER_FRAME = SAMPLE_RATE // FPS  # 1920: one video frame of audio
+MOTION_MODELS = ("dit", "interim")
 
 
 @dataclass(frozen=True)

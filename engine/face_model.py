@@ -146,7 +146,7 @@ class FaceRig:
         vert = np.where(upper, -1.0, 1.0)
         bases = {name: self._zeros() for name in ("lip_width", "lip_round", "upper_lip", "lower_lip", "smile")}
         self._set(bases["lip_width"], ids, 0.12 * w * lat * f.right)
-        round_v = -0.20 * w * lat * f.right + 0.05 * w * centre * vert * outer * f.down
+        round_v = -0.12 * w * lat * f.right + 0.05 * w * centre * vert * outer * f.down
         self._set(bases["lip_round"], ids, round_v)
         self._set(bases["upper_lip"], ids, -0.09 * w * centre * upper * f.down)
         self._set(bases["lower_lip"], ids, 0.09 * w * centre * ~upper * f.down)

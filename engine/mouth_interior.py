@@ -75,25 +75,32 @@ def _synthetic_atlas(rig: FaceRig, box, above: np.ndarray) -> TeethAtlas:
 
 
 def composite(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box, disp: np.ndarray, jaw: np.ndarray) -> None:
-    """Paint the mouth interior into `frame` (in place) for control displacements `disp`."""
+    """Paint the mouth interior into `frame` (in place) for control displacements `disp`.
+
+    Work is limited to the bounding rectangle of the parted lips inside the mouth box.
+    """
     x0, y0, x1, y1 = box
     pts = rig.points + disp
     up = pts[[rig.index[i] for i in UPPER_INNER]]
     low = pts[[rig.index[i] for i in LOWER_INNER]]
     poly = np.vstack([up, low[::-1]]) - (x0, y0)
-    mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
-    cv2.fillPoly(mask, [np.round(poly * 4).astype(np.int32)], 255, cv2.LINE_AA, shift=2)
+    bx, by, bw, bh = cv2.boundingRect(np.round(poly).astype(np.int32))
+    sx0, sy0 = max(bx - 2, 0), max(by - 2, 0)  # 2 px: the anti-aliased edge reaches past the rect
+    sx1, sy1 = min(bx + bw + 2, x1 - x0), min(by + bh + 2, y1 - y0)
+    if sx1 <= sx0 or sy1 <= sy0:
+        return
+    mask = np.zeros((sy1 - sy0, sx1 - sx0), np.uint8)
+    cv2.fillPoly(mask, [np.round((poly - (sx0, sy0)) * 4).astype(np.int32)], 255, cv2.LINE_AA, shift=2)
     if not mask.any():
         return
-    h, w = mask.shape
-    xs = np.arange(x0, x1, dtype=np.float32)
+    xs = np.arange(x0 + sx0, x0 + sx1, dtype=np.float32)
     top, bottom = _curve(up, xs), _curve(low, xs)
-    ys = np.arange(y0, y1, dtype=np.float32)[:, None]
+    ys = np.arange(y0 + sy0, y0 + sy1, dtype=np.float32)[:, None]
     depth = np.clip((ys - top) / np.maximum(bottom - top, 1.0), 0, 1)
     above = ys < (top + bottom) / 2
-    gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    gx, gy = np.meshgrid(np.arange(sx0, sx1, dtype=np.float32), np.arange(sy0, sy1, dtype=np.float32))
     lower = cv2.remap(atlas.lower, gx - jaw[0], gy - jaw[1], cv2.INTER_LINEAR, borderValue=0)
-    teeth = np.where(above[..., None], atlas.upper, lower)
+    teeth = np.where(above[..., None], atlas.upper[sy0:sy1, sx0:sx1], lower)
     tongue = np.clip((depth - 0.55) / 0.45, 0, 1)[..., None]
     cavity = CAVITY_TOP + (CAVITY_TONGUE - CAVITY_TOP) * tongue
     alpha = teeth[..., 3:4]
@@ -102,5 +109,5 @@ def composite(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box, disp: np.
     lip_shadow = 0.55 + 0.45 * np.sin(np.pi * depth) ** 0.5 * (0.4 + 0.6 * opening)
     interior *= lip_shadow[..., None]
     m = (mask.astype(np.float32) / 255)[..., None]
-    region = frame[y0:y1, x0:x1].astype(np.float32)
-    frame[y0:y1, x0:x1] = (region * (1 - m) + interior * m).astype(np.uint8)
+    target = frame[y0 + sy0:y0 + sy1, x0 + sx0:x0 + sx1]
+    target[:] = (target.astype(np.float32) * (1 - m) + interior * m).astype(np.uint8)

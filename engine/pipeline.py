@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .avatar import Portrait, load_portrait
+from .config import MOTION_MODELS
 from .modules.audio_features import AudioFeatureModule
 from .modules.idle_motion import IdleMotionModule
 from .modules.interim_motion import InterimMotionModule
@@ -24,8 +25,6 @@ from .stages.interim_motion import InterimMotionStage
 from .stages.motion import MotionStage
 from .stages.publish import PublishStage, Sink
 from .state import RollingState
-
-MOTION_MODELS = ("dit", "interim")
 
 
 def motion_stages(kind: str = "dit", weights: Path = WEIGHTS) -> list:

@@ -1,8 +1,8 @@
 """`avatar-render`: batch mode. Audio (or text) in, one MP4 (H.264 + AAC) out.
 
-The same Pipeline as live sessions runs chunk by chunk over a streamed decode of the
-input, so memory does not depend on the input's length, and frames go straight to the
-encoder. Audio and video both start at pts 0 on the frame clock: FFmpeg's AAC encoder
+The same stages as live sessions run chunk by chunk over a streamed decode of the input
+(engine/batch.py: motion in order here, decode in a small process pool), so memory does
+not depend on the input's length, and frames go straight to the encoder. Audio and video both start at pts 0 on the frame clock: FFmpeg's AAC encoder
 here declares its 1024 samples of priming in the MP4 edit list itself (shifting pts by
 hand would start the audio 21 ms early); a test checks the written file to the sample.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import fractions
+import os
 import sys
 import time
 from pathlib import Path
@@ -179,12 +180,14 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument("--text", help="text to speak with the bundled voice")
     parser.add_argument("--avatar", type=Path, help="portrait photo (default: the bundled avatar)")
     parser.add_argument("--out", type=Path, required=True, help="output .mp4")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="decode processes (default: up to 2; 0 decodes in this process)")
     args = parser.parse_args(argv)
     try:
         blocks, duration = audio_stream(args.audio) if args.audio else _text_audio(args.text)
         avatar = _avatar(args.avatar)
         started = time.monotonic()
-        frames = render(blocks, duration, avatar, args.out, Progress())
+        frames = render(blocks, duration, avatar, args.out, Progress(), workers=args.workers)
     except RenderError as exc:
         sys.stderr.write(f"\navatar-render: {exc}\n")
         raise SystemExit(2) from None

@@ -43,7 +43,7 @@ class Server:
     def __init__(self, config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                  tts: TextToSpeech | None = None):
         self.config = config
-        self.engine_config = replace(engine_config, preload_avatar=str(config.avatar))
+        self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
         self.engine = EngineClient(self.engine_config, config.workers)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.sessions: dict[str, Session] = {}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from engine.avatar import DEFAULT_AVATAR
+from engine.config import MOTION_MODELS
 
 
 def _default_workers() -> int:
@@ -63,6 +64,13 @@ class ServerConfig:
     llm_api_key: str = ""
     tts_voice: str = ""
     """Piper voice model (.onnx); empty means the bundled joe-us voice."""
+    motion_model: str = "dit"
+    """Audio-to-motion: "dit" (the trained MotionDiT) or "interim" (the hand-set loudness mapping)."""
+
+    def __post_init__(self) -> None:
+        if self.motion_model not in MOTION_MODELS:
+            raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
+                              f"got {self.motion_model!r}")
 
     @classmethod
     def load(cls, file: Path | None = None, env: dict[str, str] | None = None, **overrides) -> "ServerConfig":

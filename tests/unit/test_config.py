@@ -36,6 +36,12 @@ def test_bad_environment_value_is_an_error():
         ServerConfig.load(None, env={"AVATAR_PORT": "x"})
 
 
+def test_unknown_motion_model_is_an_error():
+    with pytest.raises(ConfigError, match="motion_model.*dit, interim"):
+        ServerConfig.load(None, env={"AVATAR_MOTION_MODEL": "magic"})
+    assert ServerConfig.load(None, env={"AVATAR_MOTION_MODEL": "interim"}).motion_model == "interim"
+
+
 def test_defaults_are_safe_for_local_use():
     config = ServerConfig.load(None, env={})
     assert config.host == "127.0.0.1" and config.ice_servers == () and config.token == ""

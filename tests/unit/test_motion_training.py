@@ -50,4 +50,4 @@ def test_recipe_train_and_evaluate_run_end_to_end(tmp_path):
     evaluated = run("training.motion.evaluate", "--data", str(data), "--weights", str(weights), "--limit", "1")
     assert evaluated.returncode == 0, evaluated.stderr
     result = json.loads(evaluated.stdout)
-    assert {"closure", "open_vowel", "loudness_corr", "boundary_jump"} <= set(result["dit"]["jfk"])
+    assert {"closure", "open_vowel", "loudness_corr", "reference_corr", "boundary_jump"} <= set(result["dit"]["jfk"])

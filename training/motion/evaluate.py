@@ -8,7 +8,10 @@ two-frame chunks). Sets: the held-out flite voice (slt) from the recipe, and
 Figures, per set and system:
 - closure: share of p/b/m whose frames include one with jaw_open <= 0.1 (lips shut);
 - open_vowel: share of open vowels (aa ae ah ao, >= 60 ms) reaching jaw_open >= 0.25;
-- loudness_corr: Pearson correlation of jaw_open with the frame's loudness (dB);
+- loudness_corr: Pearson correlation of jaw_open with the frame's loudness (dB), per
+  recording, averaged;
+- reference_corr: the same with the reference jaw curve made from the phoneme timings
+  (the training targets' recipe: visemes, coarticulation, emphasis);
 - boundary_jump: mean frame-to-frame motion change across chunk boundaries divided by
   the same within chunks (motion normalised per coefficient);
 - realtime: audio seconds per second of one core for the two stages.
@@ -35,7 +38,7 @@ from engine.pipeline import motion_stages  # noqa: E402
 from engine.stage import AudioChunk  # noqa: E402
 from engine.state import RollingState  # noqa: E402
 
-from .visemes import OPEN_VOWELS, Segment, from_arpabet, merge  # noqa: E402
+from .visemes import OPEN_VOWELS, Segment, from_arpabet, merge, mouth_curves  # noqa: E402
 
 JFK = Path(__file__).resolve().parents[3] / "shared" / "data" / "jfk.flac"
 JFK_TEXT = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
@@ -78,8 +81,14 @@ def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:
     return float(steps[at_boundary].mean() / max(steps[~at_boundary].mean(), 1e-9))
 
 
+def reference_jaw(segments: list[Segment], pcm: np.ndarray, frames: int) -> np.ndarray:
+    from .recipe import emphasis
+
+    return mouth_curves(segments, frames)[:, JAW] * emphasis(pcm, frames)
+
+
 def score(items: list[tuple[np.ndarray, list[Segment], np.ndarray]], scale: np.ndarray) -> dict:
-    closed, opened, jumps, tracks, louds = [], [], [], [], []
+    closed, opened, jumps, loud_corr, ref_corr = [], [], [], [], []
     for track, segments, pcm in items:
         for s in segments:
             if s.viseme == "BMP":
@@ -87,12 +96,11 @@ def score(items: list[tuple[np.ndarray, list[Segment], np.ndarray]], scale: np.n
             elif s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
                 opened.append(track[frames_of(s, len(track)), JAW].max() >= OPEN)
         jumps.append(boundary_jump(track, scale))
-        tracks.append(track[:, JAW])
-        louds.append(loudness_db(pcm, len(track)))
-    return {"closure": round(float(np.mean(closed)), 3), "closures": len(closed),
-            "open_vowel": round(float(np.mean(opened)), 3), "open_vowels": len(opened),
-            "loudness_corr": round(float(np.corrcoef(np.concatenate(tracks), np.concatenate(louds))[0, 1]), 3),
-            "boundary_jump": round(float(np.mean(jumps)), 3)}
+        loud_corr.append(np.corrcoef(track[:, JAW], loudness_db(pcm, len(track)))[0, 1])
+        ref_corr.append(np.corrcoef(track[:, JAW], reference_jaw(segments, pcm, len(track)))[0, 1])
+    mean = lambda values: round(float(np.mean(values)), 3)  # noqa: E731
+    return {"closure": mean(closed), "closures": len(closed), "open_vowel": mean(opened), "open_vowels": len(opened),
+            "loudness_corr": mean(loud_corr), "reference_corr": mean(ref_corr), "boundary_jump": mean(jumps)}
 
 
 def heldout_set(data: Path, limit: int) -> list[tuple[np.ndarray, list[Segment]]]:
