@@ -15,7 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import SAMPLES_PER_FRAME
+from .config import SAMPLES_PER_FRAME, EngineConfig
 from .stage import AudioChunk, FrameChunk, MotionChunk
 from .state import RollingState
 
@@ -39,8 +39,12 @@ def _run(chunk: MotionChunk) -> FrameChunk:
 
 
 def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, motion: str = "dit",
-                 workers: int = 2, chunk_frames: int = 10) -> Iterator[tuple[FrameChunk, np.ndarray]]:
-    """(frames, their audio) per chunk of `chunk_frames`; pcm_chunks must be that long each."""
+                 workers: int = 2, step_frames: int = EngineConfig.chunk_frames) -> Iterator[tuple[FrameChunk, np.ndarray]]:
+    """(frames, their audio) per piece of `pcm_chunks`, each a whole number of `step_frames` frames.
+
+    Context and motion see the audio `step_frames` at a time, exactly as a live session
+    sends it, so the arithmetic (and so every frame) is the same as streaming.
+    """
     from .pipeline import motion_stages
 
     stages, state = motion_stages(motion), RollingState()
@@ -53,9 +57,9 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     try:
         first = 0
         for pcm in pcm_chunks:
-            data = AudioChunk(first, len(pcm) // SAMPLES_PER_FRAME, pcm)
-            for stage in stages:
-                data = stage.run(data, state.of(stage.name))
+            data = MotionChunk(first, np.concatenate([
+                _motion(stages, state, AudioChunk(first + i, step_frames, pcm[i * SAMPLES_PER_FRAME:(i + step_frames) * SAMPLES_PER_FRAME]))
+                for i in range(0, len(pcm) // SAMPLES_PER_FRAME, step_frames)]))
             pending.append((pool.apply_async(_run, (data,)) if pool else _run(data), pcm))
             first += data.coeffs.shape[0]
             while len(pending) > 2 * max(workers, 1) or (not pool and pending):
@@ -65,6 +69,13 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     finally:
         if pool:
             pool.terminate()
+
+
+def _motion(stages: list, state: RollingState, chunk: AudioChunk) -> np.ndarray:
+    data = chunk
+    for stage in stages:
+        data = stage.run(data, state.of(stage.name))
+    return data.coeffs
 
 
 def _result(item) -> tuple[FrameChunk, np.ndarray]:

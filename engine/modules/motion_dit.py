@@ -14,7 +14,7 @@ same forward so the worker stays free of torch. A unit test holds the two equal.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +35,6 @@ class MotionDiTConfig:
     """Frames the model sees at once."""
     chunk: int = 2
     """Frames an N chunk generates (the rest of the window is boundary conditioning)."""
-    steps: int = 4
-    """Euler steps per N chunk."""
-    interp_steps: int = 2
-    """Euler steps per I chunk (its anchors pin it down: fewer steps do)."""
     mlp_ratio: int = 2
     motion_dim: int = motion.DIM
     audio_dim: int = AUDIO_DIM
@@ -83,7 +79,9 @@ class MotionDiT(Module):
         from safetensors import safe_open
 
         with safe_open(str(checkpoint), "numpy") as f:
-            self.config = MotionDiTConfig(**json.loads(f.metadata()["config"]))
+            saved = json.loads(f.metadata()["config"])
+        names = {f.name for f in fields(MotionDiTConfig)}
+        self.config = MotionDiTConfig(**{k: v for k, v in saved.items() if k in names})
         self.p = _prepared(self.params)
         self._conditions: dict[float, list[np.ndarray]] = {}
 

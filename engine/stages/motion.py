@@ -12,6 +12,7 @@ and the noise generator; nothing grows with the session.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,19 +28,35 @@ SILENCE_FEATURE = -6.0
 """What the mel features of digital silence are: the session-start context."""
 ANCHOR = 1
 """Frames of N(k) that I(k-1) regenerates (its early anchor is the frame after them)."""
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    steps: int = 3
+    """Euler steps per N chunk."""
+    interp_steps: int = 1
+    """Euler steps per I chunk: its two anchors pin it down."""
+    mouth_temperature: float = 0.0
+    """Scale of the starting noise on the mouth channels. The mouth follows the audio, so it is
+    sampled from the flow's centre (0: sharper p/b/m closures, measured); blinks, breathing and
+    head sway keep the full noise and stay varied."""
+
+
 LIMITS = {"jaw_open": (0, 1), "lip_round": (0, 1), "upper_lip": (0, 1), "blink_l": (0, 1), "blink_r": (0, 1)}
 
 
 class MotionStage(Stage[AudioFeatures, MotionChunk]):
     name = "motion"
 
-    def __init__(self, model: MotionDiT):
+    def __init__(self, model: MotionDiT, sampler: SamplerConfig = SamplerConfig()):
         self.model = model
         c = model.config
         self.chunk, self.context = c.chunk, c.window - c.chunk
         if not 1 <= ANCHOR < self.chunk <= self.context:
             raise ValueError("the window must hold a whole chunk after its context, anchor inside the chunk")
-        self.sigmas, self.interp_sigmas = flow_sigmas(c.steps), flow_sigmas(c.interp_steps)
+        self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
+        self.temperature = np.ones(motion.DIM, np.float32)
+        self.temperature[[motion.INDEX[k] for k in motion.MOUTH]] = sampler.mouth_temperature
         self.low = np.full(motion.DIM, -np.inf, np.float32)
         self.high = np.full(motion.DIM, np.inf, np.float32)
         for name, (lo, hi) in LIMITS.items():
@@ -82,6 +99,6 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
 
     def sample(self, window: np.ndarray, known: np.ndarray, feats: np.ndarray, state: dict[str, Any],
                sigmas: np.ndarray | None = None) -> np.ndarray:
-        noise = state["rng"].standard_normal(window.shape).astype(np.float32)
+        noise = state["rng"].standard_normal(window.shape).astype(np.float32) * self.temperature
         out = self.model.sample(window, known, feats, noise, self.sigmas if sigmas is None else sigmas)
         return np.clip(out, self.low, self.high).astype(np.float32)
