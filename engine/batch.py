@@ -1,15 +1,19 @@
 """Batch mode: the Pipeline's stages over a whole recording, decode spread over processes.
 
 Context and motion run in order in this process (the chunk loop carries state from one
-chunk to the next); decode is a pure function of each chunk's motion, so chunks go to a
-pool of processes, each holding the same DecodeStage for the avatar, and come back in
-order. At most `2 x workers` chunks are in flight, so memory does not grow with length.
+chunk to the next), `step_frames` at a time exactly as a live session sends audio, so
+every frame equals the streamed one. Decode is a pure function of each chunk's motion:
+chunks go to a pool of processes, each holding the same DecodeStage for the avatar,
+which write their frames into a shared-memory ring (no pickling of frames); results
+come back in order. At most `2 x workers` chunks are in flight, so memory does not
+grow with the recording's length.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 from collections import deque
+from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 from typing import Iterator
 
@@ -19,11 +23,13 @@ from .config import SAMPLES_PER_FRAME, EngineConfig
 from .stage import AudioChunk, FrameChunk, MotionChunk
 from .state import RollingState
 
-_decode = None  # the DecodeStage of a pool process
+_decode = None  # a pool process's DecodeStage ...
+_ring: np.ndarray | None = None  # ... and its view of the frame ring
+_shm: SharedMemory | None = None
 
 
-def _start(avatar: str) -> None:
-    global _decode
+def _start(avatar: str, ring_name: str | None, shape: tuple[int, ...]) -> None:
+    global _decode, _ring, _shm
     import cv2
 
     from .avatar import load_portrait
@@ -32,52 +38,70 @@ def _start(avatar: str) -> None:
 
     cv2.setNumThreads(1)
     _decode = DecodeStage(PortraitRenderer(load_portrait(Path(avatar))))
+    if ring_name:
+        _shm = SharedMemory(ring_name)
+        _ring = np.ndarray(shape, np.uint8, _shm.buf)
 
 
-def _run(chunk: MotionChunk) -> FrameChunk:
-    return _decode.run(chunk, {})
+def _run(chunk: MotionChunk, slot: int) -> int:
+    frames = _decode.run(chunk, {}).frames
+    _ring[slot, : len(frames)] = frames
+    return len(frames)
 
 
 def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, motion: str = "dit",
-                 workers: int = 2, step_frames: int = EngineConfig.chunk_frames) -> Iterator[tuple[FrameChunk, np.ndarray]]:
-    """(frames, their audio) per piece of `pcm_chunks`, each a whole number of `step_frames` frames.
-
-    Context and motion see the audio `step_frames` at a time, exactly as a live session
-    sends it, so the arithmetic (and so every frame) is the same as streaming.
-    """
+                 workers: int = 2, max_frames: int = 10, size: int = EngineConfig.size,
+                 step_frames: int = EngineConfig.chunk_frames) -> Iterator[tuple[FrameChunk, np.ndarray]]:
+    """(frames, their audio) per piece of `pcm_chunks`: each up to `max_frames` frames, a whole
+    number of `step_frames`. A yielded chunk's frames are valid until the next one is asked for."""
     from .pipeline import motion_stages
 
     stages, state = motion_stages(motion), RollingState()
     for stage in stages:
         stage.init_state(state.of(stage.name), seed)
-    pool = multiprocessing.get_context("spawn").Pool(workers, _start, (str(avatar),)) if workers else None
+    in_flight = 2 * max(workers, 1)
+    shape = (in_flight + 1, max_frames, size * 3 // 2, size)  # one more slot: the chunk being consumed
+    shm = SharedMemory(create=True, size=int(np.prod(shape))) if workers else None
+    ring = np.ndarray(shape, np.uint8, shm.buf) if shm else None
+    pool = multiprocessing.get_context("spawn").Pool(workers, _start, (str(avatar), shm.name, shape)) if shm else None
     if pool is None:
-        _start(str(avatar))
+        _start(str(avatar), None, shape)
     pending: deque = deque()
     try:
-        first = 0
+        first, slot = 0, 0
         for pcm in pcm_chunks:
-            data = MotionChunk(first, np.concatenate([
-                _motion(stages, state, AudioChunk(first + i, step_frames, pcm[i * SAMPLES_PER_FRAME:(i + step_frames) * SAMPLES_PER_FRAME]))
-                for i in range(0, len(pcm) // SAMPLES_PER_FRAME, step_frames)]))
-            pending.append((pool.apply_async(_run, (data,)) if pool else _run(data), pcm))
-            first += data.coeffs.shape[0]
-            while len(pending) > 2 * max(workers, 1) or (not pool and pending):
-                yield _result(pending.popleft())
+            frames = len(pcm) // SAMPLES_PER_FRAME
+            if frames > max_frames or frames % step_frames:
+                raise ValueError(f"pieces must be up to {max_frames} frames, a multiple of {step_frames}")
+            coeffs = np.concatenate([_motion(stages, state, first + i, pcm, i, step_frames)
+                                     for i in range(0, frames, step_frames)])
+            chunk = MotionChunk(first, coeffs)
+            job = pool.apply_async(_run, (chunk, slot)) if pool else _decode.run(chunk, {})
+            pending.append((job, slot, chunk, pcm))
+            first, slot = first + frames, (slot + 1) % shape[0]
+            while len(pending) > in_flight or (pool is None and pending):
+                yield _result(pending.popleft(), ring)
         while pending:
-            yield _result(pending.popleft())
+            yield _result(pending.popleft(), ring)
     finally:
         if pool:
             pool.terminate()
+            pool.join()
+        if shm:
+            shm.close()
+            shm.unlink()
 
 
-def _motion(stages: list, state: RollingState, chunk: AudioChunk) -> np.ndarray:
-    data = chunk
+def _motion(stages: list, state: RollingState, first: int, pcm: np.ndarray, offset: int, frames: int) -> np.ndarray:
+    data = AudioChunk(first, frames, pcm[offset * SAMPLES_PER_FRAME:(offset + frames) * SAMPLES_PER_FRAME])
     for stage in stages:
         data = stage.run(data, state.of(stage.name))
     return data.coeffs
 
 
-def _result(item) -> tuple[FrameChunk, np.ndarray]:
-    job, pcm = item
-    return (job.get() if hasattr(job, "get") else job), pcm
+def _result(item, ring: np.ndarray | None) -> tuple[FrameChunk, np.ndarray]:
+    job, slot, chunk, pcm = item
+    if ring is None:  # decoded in this process
+        return job, pcm
+    frames = ring[slot, : job.get()]
+    return FrameChunk(chunk.first_frame, frames, chunk.coeffs), pcm

@@ -1,4 +1,4 @@
-"""Spawn target for engine workers, importable without loading any model code."""
+"""Process entry points (engine workers, the render CLI), importable without loading model code."""
 
 import os
 
@@ -7,9 +7,23 @@ import os
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def run_worker(*args) -> None:
+def single_threaded() -> None:
+    """One BLAS/OpenMP thread; must run before numpy or cv2 load (children inherit it)."""
     for var in THREAD_VARS:
         os.environ[var] = "1"
+
+
+def run_worker(*args) -> None:
+    single_threaded()
     from .worker import main
 
     main(*args)
+
+
+def run_render() -> None:
+    """`avatar-render`: the motion model's small matrices run slower with BLAS threads, and
+    those threads would spin on the cores the decode processes need."""
+    single_threaded()
+    from .render import main
+
+    main()

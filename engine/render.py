@@ -9,6 +9,11 @@ hand would start the audio 21 ms early); a test checks the written file to the s
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # python -m engine.render: as `avatar-render` (engine.entry.run_render)
+    from engine.entry import single_threaded
+
+    single_threaded()
+
 import argparse
 import fractions
 import os
@@ -86,7 +91,7 @@ class Mp4Writer:
 
     def __init__(self, path: Path, size: int):
         self.container = av.open(str(path), "w", format="mp4")
-        self.video = self.container.add_stream("libx264", rate=FPS, options={"preset": "superfast", "crf": "21"})
+        self.video = self.container.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "21"})
         self.video.width = self.video.height = size
         self.video.pix_fmt = "yuv420p"
         self.audio = self.container.add_stream("aac", rate=SAMPLE_RATE, layout="mono")

@@ -125,7 +125,7 @@ class MotionDiT(Module):
         b, w, d = h.shape
         qkv = _linear(p, f"{name}.qkv", _norm(h) * (1 + scale1) + shift1)
         q, k, v = (t.reshape(b, w, heads, d // heads).transpose(0, 2, 1, 3) for t in np.split(qkv, 3, -1))
-        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d // heads)
+        scores = q @ k.transpose(0, 1, 3, 2) * float((d // heads) ** -0.5)  # a numpy scalar would make it float64
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         attended = (scores / scores.sum(-1, keepdims=True)) @ v
         h = h + gate1 * _linear(p, f"{name}.proj", attended.transpose(0, 2, 1, 3).reshape(b, w, d))

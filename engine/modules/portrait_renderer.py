@@ -54,6 +54,8 @@ class PortraitRenderer:
         self._head = np.stack([cv2.resize(b, (low, low), interpolation=cv2.INTER_AREA) for b in bases.values()])
         ident = np.mgrid[0 : self.size, 0 : self.size].astype(np.float32)
         self._ident_x, self._ident_y = ident[1], ident[0]
+        half = np.mgrid[0 : self.size // 2, 0 : self.size // 2].astype(np.float32)
+        self._half_x, self._half_y = half[1], half[0]
 
     def _box_border(self, box) -> np.ndarray:
         """Fixed points along the face box so the field fades to zero at its edges."""
@@ -85,12 +87,33 @@ class PortraitRenderer:
 
     def render(self, coeffs: np.ndarray) -> np.ndarray:
         """One RGB frame (size, size, 3) uint8 for a motion vector of length motion.DIM."""
+        return self._move_head(self._face(coeffs), coeffs)
+
+    def render_i420(self, coeffs: np.ndarray) -> np.ndarray:
+        """The same frame as I420 (size * 3 // 2, size), what the encoders take.
+
+        The head moves after the colour conversion, plane by plane: a full-frame warp of
+        one luma and two quarter-size chroma planes costs half that of three RGB channels.
+        """
+        s, h = self.size, self.size // 2
+        yuv = cv2.cvtColor(self._face(coeffs), cv2.COLOR_RGB2YUV_I420)
+        d = self._head_field(coeffs, s)
+        out = np.empty_like(yuv)
+        out[:s] = self._warp(yuv[:s], d, self._ident_x, self._ident_y)
+        d_half = self._head_field(coeffs, h) * 0.5
+        for first in (s, s + h // 2):  # U then V: each (h, h), stored as h / 2 rows of s
+            plane = yuv[first:first + h // 2].reshape(h, h)
+            out[first:first + h // 2] = self._warp(plane, d_half, self._half_x, self._half_y).reshape(h // 2, s)
+        return out
+
+    def _face(self, coeffs: np.ndarray) -> np.ndarray:
+        """The portrait with the face warped and the mouth interior painted, head not yet moved."""
         frame = self.image.copy()
         disp = self.rig.displacement(coeffs)
         self._warp_face(frame, disp)
         jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[self.rig.index[14]]
         composite(frame, self.rig, self.atlas, self.mouth_box, disp, jaw)
-        return self._move_head(frame, coeffs)
+        return frame
 
     def _warp_face(self, frame: np.ndarray, disp: np.ndarray) -> None:
         values = np.vstack([disp, np.zeros((self._border_count, 2), np.float32)])
@@ -103,7 +126,14 @@ class PortraitRenderer:
         )
 
     def _move_head(self, frame: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
+        return self._warp(frame, self._head_field(coeffs, self.size), self._ident_x, self._ident_y)
+
+    def _head_field(self, coeffs: np.ndarray, size: int) -> np.ndarray:
+        """Head and breath displacement (size, size, 2) in full-frame pixels."""
         small = np.tensordot(coeffs[self._head_index].astype(np.float32), self._head, axes=1)
-        d = cv2.resize(small, (self.size, self.size), interpolation=cv2.INTER_LINEAR)
-        return cv2.remap(frame, self._ident_x - d[..., 0], self._ident_y - d[..., 1],
-                         cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        return cv2.resize(small, (size, size), interpolation=cv2.INTER_LINEAR)
+
+    @staticmethod
+    def _warp(image: np.ndarray, d: np.ndarray, ident_x: np.ndarray, ident_y: np.ndarray) -> np.ndarray:
+        return cv2.remap(image, ident_x - d[..., 0], ident_y - d[..., 1], cv2.INTER_LINEAR,
+                         borderMode=cv2.BORDER_REPLICATE)

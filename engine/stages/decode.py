@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import cv2
 import numpy as np
 
 from ..modules.portrait_renderer import PortraitRenderer
@@ -18,7 +17,5 @@ class DecodeStage(Stage[MotionChunk, FrameChunk]):
         self.renderer = renderer
 
     def run(self, data: MotionChunk, state: dict[str, Any]) -> FrameChunk:
-        frames = np.stack(
-            [cv2.cvtColor(self.renderer.render(c), cv2.COLOR_RGB2YUV_I420) for c in data.coeffs]
-        )
+        frames = np.stack([self.renderer.render_i420(c) for c in data.coeffs])
         return FrameChunk(data.first_frame, frames, data.coeffs, data.tag)

@@ -153,6 +153,6 @@ def test_streaming_and_batch_give_the_same_frames(jfk_pcm48):
         pipeline.step(AudioChunk(f, 2, pcm[f * SAMPLES_PER_FRAME:(f + 2) * SAMPLES_PER_FRAME]), state).frames
         for f in range(0, 100, 2)])
     pieces = (pcm[i:i + 10 * SAMPLES_PER_FRAME] for i in range(0, len(pcm), 10 * SAMPLES_PER_FRAME))
-    batched = np.concatenate([chunk.frames for chunk, _ in batch_frames(pieces, DEFAULT_AVATAR, seed=5)])
+    batched = np.concatenate([chunk.frames.copy() for chunk, _ in batch_frames(pieces, DEFAULT_AVATAR, seed=5)])
     assert batched.shape == streamed.shape == (100, 768, 512)
     assert np.array_equal(batched, streamed)
