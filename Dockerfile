@@ -15,7 +15,8 @@ COPY static static
 COPY web web
 RUN pip install --no-cache-dir .
 
-ENV AVATAR_HOST=0.0.0.0 AVATAR_PORT=8080 AVATAR_AVATARS_DIR=/data/avatars
+# Import the code from /app, beside assets/, static/ and engine/weights/ (not site-packages, which has no data files)
+ENV PYTHONPATH=/app AVATAR_HOST=0.0.0.0 AVATAR_PORT=8080 AVATAR_AVATARS_DIR=/data/avatars
 EXPOSE 8080
 VOLUME /data
 HEALTHCHECK --interval=30s --timeout=5s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz')"

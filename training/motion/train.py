@@ -137,7 +137,7 @@ def train_step(model, optimiser, x, known, audio, sigma, target, weights) -> flo
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimiser.step()
-    return float(loss)
+    return loss.item()
 
 
 def save(model: MotionDiT, out: Path, config: TrainConfig, step: int) -> None:
