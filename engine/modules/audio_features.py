@@ -12,6 +12,7 @@ import numpy as np
 
 from ..config import SAMPLES_PER_FRAME
 from ..module import Module
+from .mel_features import decimate
 
 RATE = 16_000
 HOP = SAMPLES_PER_FRAME // 3  # 640 samples at 16 kHz
@@ -36,9 +37,7 @@ class AudioFeatureModule(Module):
         return {"tail": np.zeros(WINDOW - HOP, np.float32)}
 
     def __call__(self, pcm48: np.ndarray, frames: int, state: dict[str, Any]) -> np.ndarray:
-        # Boxcar-average 3:1 decimation: enough anti-aliasing for band energies.
-        x = pcm48.astype(np.float32).reshape(-1, 3).mean(1) / 32768.0
-        signal = np.concatenate([state["tail"], x])
+        signal = np.concatenate([state["tail"], decimate(pcm48)])
         state["tail"] = signal[-(WINDOW - HOP) :].copy()
         rows = np.stack([signal[i * HOP : i * HOP + WINDOW] for i in range(frames)])
         return self._features(rows)
