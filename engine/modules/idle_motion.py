@@ -1,8 +1,9 @@
 """Procedural idle and listening motion: blinks, breathing, head sway, small brow lifts.
 
 Seeded per session and driven by a random stream that never repeats, so silence does
-not look looped. Speech loudness adds small nods and brow lifts. The trained motion
-model will take this over; until then it is the face's life between words.
+not look looped. Speech loudness adds small nods and brow lifts. It makes the idle
+channels of the motion model's training targets, and the idle life of the interim
+fallback; the trained model generates its own at run time.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """INTERIM audio-to-motion: a hand-set mapping from loudness and spectral shape to the mouth.
 
-This is a stand-in until the trained flow-matching motion model lands. It is a real
+The trained MotionDiT replaced it as the default; it stays as the baseline the
+evaluation compares against and as a fallback (AVATAR_MOTION_MODEL=interim). It is a real
 driver (the mouth follows the actual audio), not a canned animation: loudness opens
 the jaw, bright spectra spread the lips, dark voiced spectra round them, and
 fricative-heavy frames keep the jaw nearly closed and tuck the lower lip. An

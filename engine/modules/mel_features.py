@@ -20,6 +20,9 @@ HOP = SAMPLES_PER_FRAME // 3 // 2  # 320 samples (20 ms) at 16 kHz
 WINDOW = 512
 BANDS = 40
 DIM = 2 * BANDS
+FLOOR = 1e-6
+SILENCE = float(np.log10(FLOOR))
+"""The value of every feature over digital silence (a session starts from it)."""
 
 
 def mel_filters(bands: int = BANDS, low: float = 80.0, high: float = 7600.0) -> np.ndarray:
@@ -56,5 +59,5 @@ class MelFeatureModule(Module):
         starts = np.arange(2 * frames) * HOP
         rows = signal[starts[:, None] + np.arange(WINDOW)] * self._window
         power = np.abs(np.fft.rfft(rows, axis=1)) ** 2
-        logmel = np.log10(power @ self._filters.T + 1e-6).astype(np.float32)
+        logmel = np.log10(power @ self._filters.T + FLOOR).astype(np.float32)
         return logmel.reshape(frames, DIM)

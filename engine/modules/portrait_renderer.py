@@ -97,10 +97,11 @@ class PortraitRenderer:
         """
         s, h = self.size, self.size // 2
         yuv = cv2.cvtColor(self._face(coeffs), cv2.COLOR_RGB2YUV_I420)
-        d = self._head_field(coeffs, s)
+        small = self._head_small(coeffs)
         out = np.empty_like(yuv)
-        out[:s] = self._warp(yuv[:s], d, self._ident_x, self._ident_y)
-        d_half = self._head_field(coeffs, h) * 0.5
+        out[:s] = self._warp(yuv[:s], cv2.resize(small, (s, s), interpolation=cv2.INTER_LINEAR),
+                             self._ident_x, self._ident_y)
+        d_half = cv2.resize(small, (h, h), interpolation=cv2.INTER_LINEAR) * 0.5
         for first in (s, s + h // 2):  # U then V: each (h, h), stored as h / 2 rows of s
             plane = yuv[first:first + h // 2].reshape(h, h)
             out[first:first + h // 2] = self._warp(plane, d_half, self._half_x, self._half_y).reshape(h // 2, s)
@@ -126,12 +127,12 @@ class PortraitRenderer:
         )
 
     def _move_head(self, frame: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
-        return self._warp(frame, self._head_field(coeffs, self.size), self._ident_x, self._ident_y)
+        d = cv2.resize(self._head_small(coeffs), (self.size, self.size), interpolation=cv2.INTER_LINEAR)
+        return self._warp(frame, d, self._ident_x, self._ident_y)
 
-    def _head_field(self, coeffs: np.ndarray, size: int) -> np.ndarray:
-        """Head and breath displacement (size, size, 2) in full-frame pixels."""
-        small = np.tensordot(coeffs[self._head_index].astype(np.float32), self._head, axes=1)
-        return cv2.resize(small, (size, size), interpolation=cv2.INTER_LINEAR)
+    def _head_small(self, coeffs: np.ndarray) -> np.ndarray:
+        """Head and breath displacement in full-frame pixels, at 1 / HEAD_MAP_DIV size."""
+        return np.tensordot(coeffs[self._head_index].astype(np.float32), self._head, axes=1)
 
     @staticmethod
     def _warp(image: np.ndarray, d: np.ndarray, ident_x: np.ndarray, ident_y: np.ndarray) -> np.ndarray:

@@ -19,13 +19,12 @@ import numpy as np
 
 from .. import motion
 from ..modules.mel_features import DIM as AUDIO_DIM
+from ..modules.mel_features import SILENCE
 from ..modules.motion_dit import MotionDiT
 from ..schedule import ChunkPlan, i_chunk, interior, n_chunk
 from ..schedulers import flow_sigmas
 from ..stage import AudioFeatures, MotionChunk, Stage
 
-SILENCE_FEATURE = -6.0
-"""What the mel features of digital silence are: the session-start context."""
 ANCHOR = 1
 """Frames of N(k) that I(k-1) regenerates (its early anchor is the frame after them)."""
 
@@ -66,7 +65,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         window = self.model.config.window
         state["rng"] = np.random.default_rng(seed)
         state["motion"] = motion.zeros(window)  # a neutral face ...
-        state["features"] = np.full((window, AUDIO_DIM), SILENCE_FEATURE, np.float32)  # ... over silence
+        state["features"] = np.full((window, AUDIO_DIM), SILENCE, np.float32)  # ... over silence
         state["k"] = np.zeros(1, np.int64)
 
     def run(self, data: AudioFeatures, state: dict[str, Any]) -> MotionChunk:
@@ -82,7 +81,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         window = np.concatenate([state["motion"][self.chunk:], motion.zeros(self.chunk)])
         feats = np.concatenate([state["features"][self.chunk:], features])
         n = n_chunk(k, self.chunk, ANCHOR)
-        window = self.sample(window, np.arange(len(window)) < n.start - base, feats, state)
+        window = self.sample(window, np.arange(len(window)) < n.start - base, feats, state, self.sigmas)
         if k > 0:
             self.interpolate(window, feats, i_chunk(k - 1, self.chunk, ANCHOR), base, state)
         state["motion"], state["features"], state["k"][0] = window, feats, k + 1
@@ -98,7 +97,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         window[lo + 1: hi - 1] = interior(list(filled[lo:hi]), plan)
 
     def sample(self, window: np.ndarray, known: np.ndarray, feats: np.ndarray, state: dict[str, Any],
-               sigmas: np.ndarray | None = None) -> np.ndarray:
+               sigmas: np.ndarray) -> np.ndarray:
         noise = state["rng"].standard_normal(window.shape).astype(np.float32) * self.temperature
-        out = self.model.sample(window, known, feats, noise, self.sigmas if sigmas is None else sigmas)
+        out = self.model.sample(window, known, feats, noise, sigmas)
         return np.clip(out, self.low, self.high).astype(np.float32)

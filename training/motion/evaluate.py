@@ -71,8 +71,10 @@ def frames_of(segment: Segment, frames: int) -> np.ndarray:
 
 
 def loudness_db(pcm: np.ndarray, frames: int) -> np.ndarray:
-    x = pcm[: frames * SAMPLES_PER_FRAME].astype(np.float32).reshape(frames, -1) / 32768
-    return np.maximum(20 * np.log10(np.sqrt((x**2).mean(1)) + 1e-9), -70)
+    """Frame levels with digital silence held at -70 dBFS, so it does not dominate a correlation."""
+    from .recipe import frame_db
+
+    return np.maximum(frame_db(pcm, frames), -70)
 
 
 def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:
@@ -82,7 +84,7 @@ def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:
 
 
 def reference_jaw(segments: list[Segment], pcm: np.ndarray, frames: int) -> np.ndarray:
-    from .recipe import emphasis
+    from .recipe import emphasis  # the recipe pulls in the voices; evaluation alone need not
 
     return mouth_curves(segments, frames)[:, JAW] * emphasis(pcm, frames)
 

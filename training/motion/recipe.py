@@ -103,15 +103,19 @@ def reverb(audio: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return (wet / (np.abs(wet).max() + 1e-9)).astype(np.float32)
 
 
+def frame_db(pcm: np.ndarray, frames: int) -> np.ndarray:
+    """Each video frame's RMS level in dBFS."""
+    x = pcm[: frames * SAMPLES_PER_FRAME].astype(np.float32).reshape(frames, -1) / 32768
+    return 20 * np.log10(np.sqrt((x**2).mean(1)) + 1e-9)
+
+
 def emphasis(pcm: np.ndarray, frames: int) -> np.ndarray:
     """Per-frame jaw gain 0.4..1.15 from loudness against the sequence's loud speech.
 
     Louder (stressed) syllables open the jaw wider; relative to the sequence's own
     95th-percentile level, so the gain and noise augmentations do not change it.
     """
-    x = pcm[: frames * SAMPLES_PER_FRAME].astype(np.float32).reshape(frames, -1) / 32768
-    db = 20 * np.log10(np.sqrt((x**2).mean(1)) + 1e-9)
-    db = np.convolve(db, np.ones(3) / 3, "same")
+    db = np.convolve(frame_db(pcm, frames), np.ones(3) / 3, "same")
     return np.clip(1 + (db - np.percentile(db, 95)) / 25, 0.4, 1.15).astype(np.float32)
 
 

@@ -23,11 +23,11 @@ import numpy as np
 import torch
 
 from engine import motion
+from engine.modules.mel_features import SILENCE
 from engine.modules.motion_dit import WEIGHTS, MotionDiTConfig, config_metadata
 
 from .model import MotionDiT
 
-SILENCE_FEATURE = -6.0  # log10 of the mel floor: what digital silence gives
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def example(windows: Windows, rng: np.random.Generator, config: TrainConfig, c: 
     known, start = known_masks(rng, config.batch, c)
     context = c.window - c.chunk
     motion_[start, :context] = 0.0
-    features[start, :context] = SILENCE_FEATURE
+    features[start, :context] = SILENCE
     x0 = (motion_ - stats["motion_mean"]) / stats["motion_std"]
     audio = (features - stats["feature_mean"]) / stats["feature_std"]
     x0_known = x0 + rng.standard_normal(x0.shape) * config.context_noise * rng.random((len(x0), 1, 1))
