@@ -10,7 +10,8 @@ import pytest
 
 from engine import motion
 from engine.modules.motion_dit import MotionDiT
-from training.motion.visemes import Segment, from_arpabet, from_ipa, mouth_curves
+from training.motion.recipe import jaw_target
+from training.motion.visemes import Segment, frames_of, from_arpabet, from_ipa, mouth_curves
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,33 @@ def test_visemes_close_the_lips_for_p_b_m_and_open_them_for_open_vowels():
         if s.viseme == "AA":
             assert frames.max() > 0.5
     assert jaw[:3].max() < 0.05 and jaw[-3:].max() < 0.05
+
+
+def test_jaw_target_follows_loudness_and_viseme_and_shuts_for_p_b_m():
+    """Tone bursts over room noise stand in for phones at known levels."""
+    layout = [("sil", 0.4, None), ("AA", 0.4, -10), ("BMP", 0.08, -30), ("AA", 0.32, -22), ("IY", 0.32, -10),
+              ("sil", 0.48, None)]
+    rng, rate, parts, segments, t = np.random.default_rng(0), 48_000, [], [], 0.0
+    for viseme, seconds, db in layout:
+        n = int(seconds * rate)
+        tone = np.sin(2 * np.pi * 220 * np.arange(n) / rate) * np.sqrt(2) * 10 ** ((db or -200) / 20)
+        parts.append(tone + rng.standard_normal(n) * 10 ** (-60 / 20))
+        segments.append(Segment(viseme, t, t + seconds))
+        t += seconds
+    pcm = np.concatenate(parts)
+    frames = int(t * 25)
+
+    def jaw(gain: float) -> np.ndarray:
+        shaped = mouth_curves(segments, frames)[:, motion.INDEX["jaw_open"]]
+        return jaw_target(segments, shaped, (pcm * gain * 32767).astype(np.int16), frames)
+
+    track = jaw(1.0)
+    peak = {i: track[frames_of(s, frames)[1:-1]].max() for i, s in enumerate(segments)}
+    assert peak[0] == 0 and track[-5:].max() == 0, "silence keeps the mouth shut"
+    assert peak[1] > 1.3 * peak[3] > 0, "a loud ah opens wider than a quiet one"
+    assert peak[1] > 1.3 * peak[4] > 0, "a loud ah opens wider than an equally loud ee"
+    assert track[frames_of(segments[2], frames)].min() == 0, "the lips meet for the p/b/m"
+    np.testing.assert_allclose(jaw(0.1), track, atol=0.01, err_msg="the input gain does not change the jaw")
 
 
 def test_recipe_train_and_evaluate_run_end_to_end(tmp_path):

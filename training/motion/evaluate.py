@@ -11,7 +11,7 @@ Figures, per set and system:
 - loudness_corr: Pearson correlation of jaw_open with the frame's loudness (dB), per
   recording, averaged;
 - reference_corr: the same with the reference jaw curve made from the phoneme timings
-  (the training targets' recipe: visemes, coarticulation, emphasis);
+  (the training targets' recipe: visemes, coarticulation, loudness);
 - boundary_jump: mean frame-to-frame motion change across chunk boundaries divided by
   the same within chunks (motion normalised per coefficient);
 - realtime: audio seconds per second of one core for the two stages.
@@ -38,7 +38,7 @@ from engine.pipeline import motion_stages  # noqa: E402
 from engine.stage import AudioChunk  # noqa: E402
 from engine.state import RollingState  # noqa: E402
 
-from .visemes import OPEN_VOWELS, Segment, from_arpabet, merge, mouth_curves  # noqa: E402
+from .visemes import OPEN_VOWELS, Segment, frames_of, from_arpabet, merge, mouth_curves  # noqa: E402
 
 JFK = Path(__file__).resolve().parents[3] / "shared" / "data" / "jfk.flac"
 JFK_TEXT = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
@@ -62,14 +62,6 @@ def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 
     return np.concatenate(out), time.process_time() - started
 
 
-def frames_of(segment: Segment, frames: int) -> np.ndarray:
-    """Frames whose centre falls within the segment (20 ms slack), at least the nearest one."""
-    centres = (np.arange(frames) + 0.5) / FPS
-    hit = np.flatnonzero((centres >= segment.start - 0.02) & (centres <= segment.end + 0.02))
-    nearest = min(frames - 1, int((segment.start + segment.end) / 2 * FPS))
-    return hit if len(hit) else np.array([nearest])
-
-
 def loudness_db(pcm: np.ndarray, frames: int) -> np.ndarray:
     """Frame levels with digital silence held at -70 dBFS, so it does not dominate a correlation."""
     from .recipe import frame_db
@@ -84,9 +76,9 @@ def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:
 
 
 def reference_jaw(segments: list[Segment], pcm: np.ndarray, frames: int) -> np.ndarray:
-    from .recipe import emphasis  # the recipe pulls in the voices; evaluation alone need not
+    from .recipe import jaw_target  # the recipe pulls in the voices; evaluation alone need not
 
-    return mouth_curves(segments, frames)[:, JAW] * emphasis(pcm, frames)
+    return jaw_target(segments, mouth_curves(segments, frames)[:, JAW], pcm, frames)
 
 
 def score(items: list[tuple[np.ndarray, list[Segment], np.ndarray]], scale: np.ndarray) -> dict:

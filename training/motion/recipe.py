@@ -6,8 +6,9 @@ Sequences are a few utterances of one voice joined by pauses of 0.15-2.5 s, with
 and tail silence, so the model learns idle and listening motion as well as speech.
 Each sequence is then augmented (tempo and pitch by resampling, loudness, background
 noise, room reverb). Targets: mouth curves from the synthesiser's phoneme timings
-(visemes.py) plus idle motion (blinks, breathing, head sway, nods while speaking) from
-the procedural idle generator, seeded per sequence. Features are the engine's own
+(visemes.py), with the jaw opened by the voice's loudness (jaw_target), plus idle
+motion (blinks, breathing, head sway, nods while speaking) from the procedural idle
+generator, seeded per sequence. Features are the engine's own
 log-mel rows, computed by the same code the live pipeline runs.
 
 Writes train.npz (piper, espeak-ng, and flite kal/awb/rms) and heldout.npz (flite slt,
@@ -29,7 +30,7 @@ from engine.modules.idle_motion import IdleMotionModule
 from engine.modules.mel_features import MelFeatureModule
 
 from .corpus import sentence
-from .visemes import VISEMES, Segment, mouth_curves
+from .visemes import VISEMES, Segment, frames_of, mouth_curves
 from .voices import FLITE_HELD_OUT, Espeak, Flite, Piper, Utterance
 
 VISEME_NAMES = tuple(VISEMES)
@@ -109,20 +110,47 @@ def frame_db(pcm: np.ndarray, frames: int) -> np.ndarray:
     return 20 * np.log10(np.sqrt((x**2).mean(1)) + 1e-9)
 
 
-def emphasis(pcm: np.ndarray, frames: int) -> np.ndarray:
-    """Per-frame jaw gain 0.4..1.15 from loudness against the sequence's loud speech.
+LOUDNESS_GATE_DB = 6.0
+"""Frames this close to the sequence's noise floor keep the mouth shut."""
+JAW_GAIN = 0.55
+"""Jaw opening of a neutral vowel at the sequence's loud-speech level."""
+LOUDNESS_SHARE = 0.6
+"""How much of the opening comes from loudness alone; the rest scales with the viseme."""
 
-    Louder (stressed) syllables open the jaw wider; relative to the sequence's own
-    95th-percentile level, so the gain and noise augmentations do not change it.
+
+def loudness_openness(pcm: np.ndarray, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """0..1.1 per frame: level from the noise floor (+gate) up to the sequence's loud speech; and the dB.
+
+    Floor and loud speech are the sequence's 5th and 95th percentile levels, so the gain and
+    noise augmentations do not change the opening.
     """
-    db = np.convolve(frame_db(pcm, frames), np.ones(3) / 3, "same")
-    return np.clip(1 + (db - np.percentile(db, 95)) / 25, 0.4, 1.15).astype(np.float32)
+    db = frame_db(pcm, frames)
+    floor, loud = np.percentile(db, 5) + LOUDNESS_GATE_DB, np.percentile(db, 95)
+    return np.clip((db - floor) / max(loud - floor, 1.0), 0, 1.1), db
+
+
+def jaw_target(segments: list[Segment], viseme_jaw: np.ndarray, pcm: np.ndarray, frames: int) -> np.ndarray:
+    """Jaw opening: loudness sets how far, the viseme how much of that, and each p/b/m shuts it.
+
+    A loud "ee" opens less than a loud "ah", a quiet "ah" less than a loud one; the mouth
+    follows the voice's loudness frame by frame as a speaker's does. Each p/b/m shuts the
+    jaw in its quietest frame (within 20 ms), where the lips meet: before a word-initial
+    "p" that is the silence before it.
+    """
+    opening, db = loudness_openness(pcm, frames)
+    shape = np.clip(viseme_jaw / VISEMES["AH"][0][0], 0, 1.5)
+    jaw = JAW_GAIN * opening * (LOUDNESS_SHARE + (1 - LOUDNESS_SHARE) * shape)
+    for s in segments:
+        if s.viseme == "BMP":
+            near = frames_of(s, frames)
+            jaw[near[np.argmin(db[near])]] = 0.0
+    return jaw.astype(np.float32)
 
 
 def targets(seq: Sequence, frames: int, seed: int) -> np.ndarray:
-    """Mouth curves from the segments scaled by emphasis, plus seeded idle motion (nods while speaking)."""
+    """Mouth curves from the segments with the jaw from jaw_target, plus seeded idle motion (nods while speaking)."""
     track = mouth_curves(seq.segments, frames)
-    track[:, 0] *= emphasis(seq.pcm, frames)
+    track[:, 0] = jaw_target(seq.segments, track[:, 0], seq.pcm, frames)
     speaking = np.zeros(frames, np.float32)
     for s in seq.segments:
         if s.viseme != "sil":

@@ -134,3 +134,11 @@ def mouth_curves(segments: list[Segment], frames: int) -> np.ndarray:
     out = motion.zeros(frames)
     out[:, [motion.INDEX[k] for k in motion.MOUTH]] = mouth
     return out
+
+
+def frames_of(segment: Segment, frames: int) -> np.ndarray:
+    """Frames whose centre falls within the segment (20 ms slack), at least the nearest one."""
+    centres = (np.arange(frames) + 0.5) / FPS
+    hit = np.flatnonzero((centres >= segment.start - 0.02) & (centres <= segment.end + 0.02))
+    nearest = min(frames - 1, int((segment.start + segment.end) / 2 * FPS))
+    return hit if len(hit) else np.array([nearest])
