@@ -12,6 +12,8 @@ Figures, per set and system:
   recording, averaged;
 - reference_corr: the same with the reference jaw curve made from the phoneme timings
   (the training targets' recipe: visemes, coarticulation, loudness);
+- loudness_corr_ceiling_with_closure: loudness_corr of the loudness itself with one
+  frame per p/b/m set to silence, the best a mouth that shuts for every p/b/m can score;
 - boundary_jump: mean frame-to-frame motion change across chunk boundaries divided by
   the same within chunks (motion normalised per coefficient);
 - realtime: audio seconds per second of one core for the two stages.
@@ -81,6 +83,24 @@ def reference_jaw(segments: list[Segment], pcm: np.ndarray, frames: int) -> np.n
     return jaw_target(segments, mouth_curves(segments, frames)[:, JAW], pcm, frames)
 
 
+def loudness_ceiling(items: list[tuple[np.ndarray, list[Segment]]]) -> float:
+    """The loudness correlation of the loudness itself with one frame per p/b/m shut.
+
+    A jaw that shuts for every p/b/m can at best copy the loudness everywhere else and
+    go to silence once per p/b/m, in its quietest frame: this is that track's score.
+    """
+    corr = []
+    for pcm, segments in items:
+        loud = loudness_db(pcm, len(pcm) // SAMPLES_PER_FRAME // CHUNK * CHUNK)
+        track = loud.copy()
+        for s in segments:
+            if s.viseme == "BMP":
+                near = frames_of(s, len(loud))
+                track[near[np.argmin(loud[near])]] = loud.min()
+        corr.append(np.corrcoef(track, loud)[0, 1])
+    return round(float(np.mean(corr)), 3)
+
+
 def score(items: list[tuple[np.ndarray, list[Segment], np.ndarray]], scale: np.ndarray) -> dict:
     closed, opened, jumps, loud_corr, ref_corr = [], [], [], [], []
     for track, segments, pcm in items:
@@ -142,6 +162,7 @@ def evaluate(data: Path, weights: Path = WEIGHTS, limit: int = 1000, kinds: tupl
             scale = np.concatenate([t for t, _, _ in tracks]).std(0) + 1e-3
             result[kind][name] = score(tracks, scale)
         result[kind]["realtime"] = round(audio_s / cpu_s, 1)
+    result["loudness_corr_ceiling_with_closure"] = {name: loudness_ceiling(items) for name, items in sets.items()}
     return result
 
 

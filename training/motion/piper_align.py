@@ -4,7 +4,8 @@
 Reads a JSON list of {"text", "length_scale", "noise_scale", "noise_w_scale"} on stdin
 and writes one .npz: per utterance its 22.05 kHz int16 audio, its phonemes and each
 phoneme's duration in samples. The ONNX graph is patched in memory to expose the
-per-phoneme-id sample counts (needs the `onnx` package).
+per-phoneme-id sample counts (needs the `onnx` package) and to seed its noise, so
+the same requests give the same audio.
 
     python -m training.motion.piper_align OUT.npz < requests.json
 """
@@ -13,7 +14,10 @@ import json
 import sys
 
 import numpy as np
+import onnx
+import onnxruntime
 from piper import PiperVoice, SynthesisConfig
+from piper.patch_voice_with_alignment import add_alignment_output
 
 from server.audio_sources.tts import default_voice
 
@@ -35,8 +39,23 @@ def align(voice: PiperVoice, request: dict) -> tuple[np.ndarray, list[str], list
     return pcm, phonemes, samples
 
 
+SEED = 0.0
+
+
+def seeded_voice() -> PiperVoice:
+    """The voice with alignments and a fixed seed for its noise, so the same requests give the same audio."""
+    voice = PiperVoice.load(str(default_voice()))
+    model = onnx.load(str(default_voice()))
+    add_alignment_output(model)
+    for node in model.graph.node:
+        if node.op_type == "RandomNormalLike":
+            node.attribute.append(onnx.helper.make_attribute("seed", SEED))
+    voice.session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return voice
+
+
 def main() -> None:
-    voice = PiperVoice.load(str(default_voice()), include_alignments=True)
+    voice = seeded_voice()
     out = {"rate": np.array(voice.config.sample_rate)}
     for i, request in enumerate(json.load(sys.stdin)):
         pcm, phonemes, samples = align(voice, request)
