@@ -67,6 +67,11 @@ def test_recipe_train_and_evaluate_run_end_to_end(tmp_path):
     train = np.load(data / "train.npz")
     assert len(train["features"]) == len(train["motion"]) == train["starts"][-1] > 500
     assert {v.split("-")[0] for v in train["voices"]} == {"piper", "espeak", "flite"}
+    again = run("training.motion.recipe", "--out", str(tmp_path / "again"), "--scale", "0.005")
+    assert again.returncode == 0, again.stderr
+    repeat = np.load(tmp_path / "again" / "train.npz")
+    for name in ("features", "motion", "segments"):
+        assert np.array_equal(train[name], repeat[name]), f"the recipe is reproducible ({name})"
     trained = run("training.motion.train", "--data", str(data), "--out", str(weights), "--steps", "5")
     assert trained.returncode == 0, trained.stderr
     assert json.loads(trained.stdout.splitlines()[-1])["steps"] == 5
