@@ -8,8 +8,8 @@ Each sequence is then augmented (tempo and pitch by resampling, loudness, backgr
 noise, room reverb). Targets: mouth curves from the synthesiser's phoneme timings
 (visemes.py), with the jaw opened by the voice's loudness (jaw_target), plus idle
 motion (blinks, breathing, head sway, nods while speaking) from the procedural idle
-generator, seeded per sequence. Features are the engine's own
-log-mel rows, computed by the same code the live pipeline runs.
+generator, seeded per sequence. Features are the engine's own log-mel rows, computed
+by the same code the live pipeline runs.
 
 Writes train.npz (piper, espeak-ng, and flite kal/awb/rms) and heldout.npz (flite slt,
 a voice the model never hears in training); each holds the frames of all sequences

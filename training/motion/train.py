@@ -8,7 +8,8 @@ engine asks of the model: an N chunk (the first window - chunk frames are known)
 I chunk (all frames known but the one after the context) or a session start (an N
 chunk whose context is a neutral face over digital silence). Known frames get a little
 noise so the model tolerates its own imperfect boundary motion at run time. The loss
-is the flow-matching velocity error on the unknown frames, mouth channels weighted up.
+is the flow-matching velocity error on the unknown frames, mouth channels and the
+frames a p/b/m shuts weighted up.
 """
 
 from __future__ import annotations
