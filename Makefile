@@ -20,7 +20,7 @@ motion-data: setup
 	.venv/bin/python -m training.motion.recipe --out .cache/motion-data --scale 0.8 --seed 0
 
 train-motion: setup
-	.venv/bin/python -m training.motion.train --data .cache/motion-data --steps 24000 --seed 0
+	.venv/bin/python -m training.motion.train --data .cache/motion-data --steps 20741 --seed 0
 
 eval-motion: setup
 	.venv/bin/python -m training.motion.evaluate --data .cache/motion-data

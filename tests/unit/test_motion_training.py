@@ -30,7 +30,7 @@ def test_visemes_close_the_lips_for_p_b_m_and_open_them_for_open_vowels():
     assert jaw[:3].max() < 0.05 and jaw[-3:].max() < 0.05
 
 
-def test_jaw_target_follows_loudness_and_viseme_and_shuts_for_p_b_m():
+def test_jaw_target_follows_viseme_and_emphasis_and_shuts_for_p_b_m():
     """Tone bursts over room noise stand in for phones at known levels."""
     layout = [("sil", 0.4, None), ("AA", 0.4, -10), ("BMP", 0.08, -30), ("AA", 0.32, -22), ("IY", 0.32, -10),
               ("sil", 0.48, None)]
@@ -46,11 +46,11 @@ def test_jaw_target_follows_loudness_and_viseme_and_shuts_for_p_b_m():
 
     def jaw(gain: float) -> np.ndarray:
         shaped = mouth_curves(segments, frames)[:, motion.INDEX["jaw_open"]]
-        return jaw_target(segments, shaped, (pcm * gain * 32767).astype(np.int16), frames)
+        return jaw_target(shaped, (pcm * gain * 32767).astype(np.int16), frames)
 
     track = jaw(1.0)
     peak = {i: track[frames_of(s, frames)[1:-1]].max() for i, s in enumerate(segments)}
-    assert peak[0] == 0 and track[-5:].max() == 0, "silence keeps the mouth shut"
+    assert track[:5].max() < 0.02 and track[-5:].max() < 0.02, "silence keeps the mouth shut"
     assert peak[1] > 1.3 * peak[3] > 0, "a loud ah opens wider than a quiet one"
     assert peak[1] > 1.3 * peak[4] > 0, "a loud ah opens wider than an equally loud ee"
     assert track[frames_of(segments[2], frames)].min() == 0, "the lips meet for the p/b/m"

@@ -11,7 +11,7 @@ Figures, per set and system:
 - loudness_corr: Pearson correlation of jaw_open with the frame's loudness (dB), per
   recording, averaged;
 - reference_corr: the same with the reference jaw curve made from the phoneme timings
-  (the training targets' recipe: visemes, coarticulation, loudness);
+  (the training targets' recipe: visemes, coarticulation, emphasis);
 - loudness_corr_ceiling_with_closure: loudness_corr of the loudness itself with one
   frame per p/b/m set to silence, the best a mouth that shuts for every p/b/m can score;
 - boundary_jump: mean frame-to-frame motion change across chunk boundaries divided by
@@ -80,7 +80,7 @@ def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:
 def reference_jaw(segments: list[Segment], pcm: np.ndarray, frames: int) -> np.ndarray:
     from .recipe import jaw_target  # the recipe pulls in the voices; evaluation alone need not
 
-    return jaw_target(segments, mouth_curves(segments, frames)[:, JAW], pcm, frames)
+    return jaw_target(mouth_curves(segments, frames)[:, JAW], pcm, frames)
 
 
 def loudness_ceiling(items: list[tuple[np.ndarray, list[Segment]]]) -> float:

@@ -6,7 +6,7 @@ Sequences are a few utterances of one voice joined by pauses of 0.15-2.5 s, with
 and tail silence, so the model learns idle and listening motion as well as speech.
 Each sequence is then augmented (tempo and pitch by resampling, loudness, background
 noise, room reverb). Targets: mouth curves from the synthesiser's phoneme timings
-(visemes.py), with the jaw opened by the voice's loudness (jaw_target), plus idle
+(visemes.py), the jaw scaled by the frame's emphasis (jaw_target), plus idle
 motion (blinks, breathing, head sway, nods while speaking) from the procedural idle
 generator, seeded per sequence. Features are the engine's own log-mel rows, computed
 by the same code the live pipeline runs.
@@ -30,7 +30,7 @@ from engine.modules.idle_motion import IdleMotionModule
 from engine.modules.mel_features import MelFeatureModule
 
 from .corpus import sentence
-from .visemes import VISEMES, Segment, closure_frames, closure_pull, mouth_curves
+from .visemes import VISEMES, Segment, mouth_curves
 from .voices import FLITE_HELD_OUT, Espeak, Flite, Piper, Utterance
 
 VISEME_NAMES = tuple(VISEMES)
@@ -110,47 +110,29 @@ def frame_db(pcm: np.ndarray, frames: int) -> np.ndarray:
     return 20 * np.log10(np.sqrt((x**2).mean(1)) + 1e-9)
 
 
-LOUDNESS_GATE_DB = 6.0
-"""Frames this close to the sequence's noise floor keep the mouth shut."""
-JAW_GAIN = 0.55
-"""Jaw opening of a neutral vowel at the sequence's loud-speech level."""
-LOUDNESS_SHARE = 0.6
-"""How much of the opening comes from loudness alone; the rest scales with the viseme."""
+def emphasis(pcm: np.ndarray, frames: int) -> np.ndarray:
+    """Per-frame jaw gain 0.4..1.15 from loudness against the sequence's loud speech.
 
-
-def loudness_openness(pcm: np.ndarray, frames: int) -> np.ndarray:
-    """0..1.1 per frame: level from the noise floor (+gate) up to the sequence's loud speech.
-
-    Floor and loud speech are the sequence's 5th and 95th percentile levels, so the gain and
-    noise augmentations do not change the opening.
+    Louder (stressed) syllables open the jaw wider; relative to the sequence's own
+    95th-percentile level, so the gain and noise augmentations do not change it.
     """
-    db = frame_db(pcm, frames)
-    floor, loud = np.percentile(db, 5) + LOUDNESS_GATE_DB, np.percentile(db, 95)
-    return np.clip((db - floor) / max(loud - floor, 1.0), 0, 1.1)
+    db = np.convolve(frame_db(pcm, frames), np.ones(3) / 3, "same")
+    return np.clip(1 + (db - np.percentile(db, 95)) / 25, 0.4, 1.15).astype(np.float32)
 
 
-def jaw_target(segments: list[Segment], viseme_jaw: np.ndarray, pcm: np.ndarray, frames: int) -> np.ndarray:
-    """Jaw opening: loudness sets how far, the viseme how much of that, and each p/b/m shuts it.
+def jaw_target(viseme_jaw: np.ndarray, pcm: np.ndarray, frames: int) -> np.ndarray:
+    """The viseme curve's jaw (p/b/m already shut in it) scaled by the frame's emphasis.
 
-    A loud "ee" opens less than a loud "ah", a quiet "ah" less than a loud one: the mouth
-    follows the voice's loudness frame by frame as a speaker's does. A p/b/m shuts the jaw
-    over its frames and pulls it towards shut around them (closure_pull): a sharp notch
-    proved too brief for the model to learn (held-out closure 0.27 for a one-frame notch
-    after 8k steps, 0.67 for the phone's frames after 24k).
+    Tried and not kept (see the README): a jaw opened mainly by loudness correlates better
+    with loudness but the model then shut fewer p/b/m than the 80 % required.
     """
-    opening = loudness_openness(pcm, frames)
-    shape = np.clip(viseme_jaw / VISEMES["AH"][0][0], 0, 1.5)
-    jaw = JAW_GAIN * opening * (LOUDNESS_SHARE + (1 - LOUDNESS_SHARE) * shape)
-    for s in segments:
-        if s.viseme == "BMP":
-            jaw[closure_frames(s, frames)] = 0.0
-    return jaw.astype(np.float32) * (1 - closure_pull(segments, frames))
+    return viseme_jaw * emphasis(pcm, frames)
 
 
 def targets(seq: Sequence, frames: int, seed: int) -> np.ndarray:
-    """Mouth curves from the segments with the jaw from jaw_target, plus seeded idle motion (nods while speaking)."""
+    """Mouth curves from the segments with the jaw scaled by emphasis, plus seeded idle motion (nods while speaking)."""
     track = mouth_curves(seq.segments, frames)
-    track[:, 0] = jaw_target(seq.segments, track[:, 0], seq.pcm, frames)
+    track[:, 0] = jaw_target(track[:, 0], seq.pcm, frames)
     speaking = np.zeros(frames, np.float32)
     for s in seq.segments:
         if s.viseme != "sil":

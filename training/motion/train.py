@@ -1,15 +1,14 @@
 """Train the MotionDiT with flow matching on the recipe's data; writes engine/weights.
 
     python -m training.motion.recipe --out .cache/motion-data --scale 0.8 --seed 0
-    python -m training.motion.train --data .cache/motion-data --steps 24000 --seed 0
+    python -m training.motion.train --data .cache/motion-data --steps 20741 --seed 0
 
 Each example is one window of frames from one sequence, in one of three roles the
 engine asks of the model: an N chunk (the first window - chunk frames are known), an
 I chunk (all frames known but the one after the context) or a session start (an N
 chunk whose context is a neutral face over digital silence). Known frames get a little
 noise so the model tolerates its own imperfect boundary motion at run time. The loss
-is the flow-matching velocity error on the unknown frames, mouth channels and the
-frames a p/b/m shuts weighted up.
+is the flow-matching velocity error on the unknown frames, mouth channels weighted up.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from engine.modules.mel_features import SILENCE
 from engine.modules.motion_dit import WEIGHTS, MotionDiTConfig, config_metadata
 
 from .model import MotionDiT
-from .visemes import Segment, closure_frames
 
 
 
@@ -38,14 +36,11 @@ class TrainConfig:
     batch: int = 128
     lr: float = 5e-4
     warmup: int = 200
-    steps: int = 24_000
+    steps: int = 20_741
     minutes: float = 55.0
-    """A safety limit only: the schedule follows the steps (about 38 minutes on 2 cores)."""
+    """A safety limit only: the schedule follows the steps (about 35 minutes on 2 cores)."""
     mouth_weight: float = 3.0
     context_noise: float = 0.08
-    closure_weight: float = 4.0
-    """Loss weight of the frames a p/b/m shuts: a brief event that, unweighted, the model
-    smooths into a half-open mean (closure 0.60 on the held-out voice after 8k steps)."""
     threads: int = 2
 
 
@@ -59,23 +54,11 @@ class Windows:
         self.valid = np.concatenate([np.arange(a, b - window + 1) for a, b in zip(starts[:-1], starts[1:])
                                      if b - a >= window])
         self.window = window
-        self.shut = shut_frames(data)
 
-    def batch(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def batch(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
         first = self.valid[rng.integers(len(self.valid), size=size)]
         index = first[:, None] + np.arange(self.window)
-        return self.motion[index], self.features[index], self.shut[index]
-
-
-def shut_frames(data: dict) -> np.ndarray:
-    """Per frame of all sequences: does a p/b/m shut the mouth there (visemes.closure_frames)."""
-    shut, starts = np.zeros(len(data["motion"]), bool), data["starts"]
-    bmp = list(data["visemes"]).index("BMP")
-    for seq, viseme, start, end in data["segments"]:
-        if int(viseme) == bmp:
-            first, frames = starts[int(seq)], starts[int(seq) + 1] - starts[int(seq)]
-            shut[first + closure_frames(Segment("BMP", start, end), frames)] = True
-    return shut
+        return self.motion[index], self.features[index]
 
 
 def known_masks(rng: np.random.Generator, size: int, c: MotionDiTConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +115,7 @@ def normalisation(windows: Windows) -> dict[str, np.ndarray]:
 
 def example(windows: Windows, rng: np.random.Generator, config: TrainConfig, c: MotionDiTConfig,
             stats: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
-    motion_, features, shut = windows.batch(rng, config.batch)
+    motion_, features = windows.batch(rng, config.batch)
     known, start = known_masks(rng, config.batch, c)
     context = c.window - c.chunk
     motion_[start, :context] = 0.0
@@ -145,14 +128,12 @@ def example(windows: Windows, rng: np.random.Generator, config: TrainConfig, c: 
     noisy = sigma[:, None, None] * noise + (1 - sigma[:, None, None]) * x0
     x = np.where(known[..., None], x0_known, noisy)
     as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a, np.float32))  # noqa: E731
-    frame_weight = 1 + (config.closure_weight - 1) * shut
-    return (as_tensor(x), as_tensor(known), as_tensor(audio), as_tensor(sigma), as_tensor(noise - x0),
-            as_tensor(frame_weight))
+    return as_tensor(x), as_tensor(known), as_tensor(audio), as_tensor(sigma), as_tensor(noise - x0)
 
 
-def train_step(model, optimiser, x, known, audio, sigma, target, frame_weight, weights) -> float:
+def train_step(model, optimiser, x, known, audio, sigma, target, weights) -> float:
     velocity = model(x, known, audio, sigma)
-    unknown = ((1 - known) * frame_weight)[..., None]
+    unknown = (1 - known)[..., None]
     loss = (((velocity - target) ** 2) * weights * unknown).sum() / (unknown.sum() * weights.mean() * x.shape[-1])
     optimiser.zero_grad(set_to_none=True)
     loss.backward()

@@ -134,21 +134,6 @@ def mouth_curves(segments: list[Segment], frames: int) -> np.ndarray:
     return out
 
 
-def closure_pull(segments: list[Segment], frames: int) -> np.ndarray:
-    """Per frame 0..1: how strongly a p/b/m pulls the mouth shut (1 within it, decaying outside).
-
-    The same decay as the blend's dominance, so the lips close into and open out of a p/b/m
-    over a few frames rather than in a one-frame notch.
-    """
-    grid = (np.arange(frames) + 0.5) / FPS
-    pull = np.zeros(frames, np.float32)
-    for s in segments:
-        if s.viseme == "BMP":
-            distance = np.maximum(0, np.maximum(s.start - grid, grid - s.end))
-            pull = np.maximum(pull, np.exp(-distance / DECAY_S).astype(np.float32))
-    return pull
-
-
 def closure_frames(segment: Segment, frames: int) -> np.ndarray:
     """The frames a p/b/m shuts: those whose centre lies within it, and the one nearest its centre."""
     grid = (np.arange(frames) + 0.5) / FPS
