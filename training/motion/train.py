@@ -38,7 +38,7 @@ class TrainConfig:
     warmup: int = 200
     steps: int = 20_741
     minutes: float = 55.0
-    """A safety limit only: the schedule follows the steps (about 35 minutes on 2 cores)."""
+    """A safety limit only: the schedule follows the steps (about 31 minutes on 2 cores)."""
     mouth_weight: float = 3.0
     context_noise: float = 0.08
     threads: int = 2
