@@ -80,6 +80,7 @@ class MotionDiT(Module):
 
         with safe_open(str(checkpoint), "numpy") as f:
             saved = json.loads(f.metadata()["config"])
+        # the committed weights' metadata also carries sampler settings, now SamplerConfig's
         names = {f.name for f in fields(MotionDiTConfig)}
         self.config = MotionDiTConfig(**{k: v for k, v in saved.items() if k in names})
         self.p = _prepared(self.params)

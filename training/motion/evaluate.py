@@ -49,12 +49,17 @@ JAW = motion.INDEX["jaw_open"]
 CHUNK = 2
 
 
+def streamed_frames(pcm: np.ndarray) -> int:
+    """Frames of a recording that whole two-frame chunks cover."""
+    return len(pcm) // SAMPLES_PER_FRAME // CHUNK * CHUNK
+
+
 def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 0) -> tuple[np.ndarray, float]:
     """(frames, DIM) motion of a whole recording, streamed in two-frame chunks; and CPU seconds taken."""
     stages, state = motion_stages(kind, weights), RollingState()
     for stage in stages:
         stage.init_state(state.of(stage.name), seed)
-    frames = len(pcm) // SAMPLES_PER_FRAME // CHUNK * CHUNK
+    frames = streamed_frames(pcm)
     out, started = [], time.process_time()
     for first in range(0, frames, CHUNK):
         data = AudioChunk(first, CHUNK, pcm[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
@@ -91,7 +96,7 @@ def loudness_ceiling(items: list[tuple[np.ndarray, list[Segment]]]) -> float:
     """
     corr = []
     for pcm, segments in items:
-        loud = loudness_db(pcm, len(pcm) // SAMPLES_PER_FRAME // CHUNK * CHUNK)
+        loud = loudness_db(pcm, streamed_frames(pcm))
         track = loud.copy()
         for s in segments:
             if s.viseme == "BMP":

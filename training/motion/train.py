@@ -104,7 +104,8 @@ def train(data_dir: Path, out: Path, config: TrainConfig, model_config: MotionDi
             save(model, out, config, step)
     save(model, out, config, step)
     if step < config.steps:
-        log(json.dumps({"warning": f"stopped by the {config.minutes} minute limit after {step} of {config.steps} steps"}))
+        warning = f"stopped by the {config.minutes} minute limit after {step} of {config.steps} steps"
+        log(json.dumps({"warning": warning}))
     return {"steps": step, "minutes": (time.monotonic() - started) / 60}
 
 

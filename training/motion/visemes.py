@@ -126,19 +126,13 @@ def mouth_curves(segments: list[Segment], frames: int) -> np.ndarray:
     mouth = (weight.T @ targets) / weight.sum(0)[:, None]
     for s in segments:  # p/b/m: the lips meet, whatever the blend says
         if s.viseme == "BMP":
-            shut = closure_frames(s, frames)
+            centre = int(np.clip((s.start + s.end) / 2 * FPS, 0, frames - 1))
+            shut = np.union1d(np.flatnonzero((grid >= s.start) & (grid <= s.end)), [centre])
             mouth[shut, 0] = 0.0
             mouth[shut, 4] = np.minimum(mouth[shut, 4], 0.0)
     out = motion.zeros(frames)
     out[:, [motion.INDEX[k] for k in motion.MOUTH]] = mouth
     return out
-
-
-def closure_frames(segment: Segment, frames: int) -> np.ndarray:
-    """The frames a p/b/m shuts: those whose centre lies within it, and the one nearest its centre."""
-    grid = (np.arange(frames) + 0.5) / FPS
-    centre = int(np.clip((segment.start + segment.end) / 2 * FPS, 0, frames - 1))
-    return np.union1d(np.flatnonzero((grid >= segment.start) & (grid <= segment.end)), [centre])
 
 
 def frames_of(segment: Segment, frames: int) -> np.ndarray:
