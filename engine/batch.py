@@ -6,7 +6,10 @@ every frame equals the streamed one. Decode is a pure function of each chunk's m
 chunks go to a pool of processes, each holding the same DecodeStage for the avatar,
 which write their frames into a shared-memory ring (no pickling of frames); results
 come back in order. At most `2 x workers` chunks are in flight, so memory does not
-grow with the recording's length.
+grow with the recording's length. A motion model that listens ahead makes each
+frame's motion `delay` frames late: a silent tail flushes the last frames out, and the
+first `delay` outputs (frames before the recording) are dropped, so yielded frame t is
+the motion of the audio's frame t.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import SAMPLES_PER_FRAME, EngineConfig
+from .config import SAMPLES_PER_FRAME, EngineConfig, motion_delay_frames
 from .stage import AudioChunk, FrameChunk, MotionChunk
 from .state import RollingState
 
@@ -57,6 +60,7 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     from .pipeline import motion_stages
 
     stages, state = motion_stages(motion), RollingState()
+    delay = motion_delay_frames(motion)
     for stage in stages:
         stage.init_state(state.of(stage.name), seed)
     in_flight = 2 * max(workers, 1)
@@ -69,7 +73,7 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     pending: deque = deque()
     try:
         first, slot = 0, 0
-        for pcm in pcm_chunks:
+        for pcm, tail in _with_tail(pcm_chunks, -(-delay // step_frames) * step_frames):
             frames = len(pcm) // SAMPLES_PER_FRAME
             if frames > max_frames or frames % step_frames:
                 raise ValueError(f"pieces must be up to {max_frames} frames, a multiple of {step_frames}")
@@ -77,12 +81,12 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
                                      for i in range(0, frames, step_frames)])
             chunk = MotionChunk(first, coeffs)
             job = pool.apply_async(_run, (chunk, slot)) if pool else _decode.run(chunk, {})
-            pending.append((job, slot, chunk, pcm))
+            pending.append((job, slot, chunk, pcm[:0] if tail else pcm, delay if tail else None))
             first, slot = first + frames, (slot + 1) % shape[0]
             while len(pending) > in_flight or (pool is None and pending):
-                yield _result(pending.popleft(), ring)
+                yield _result(pending.popleft(), ring, delay)
         while pending:
-            yield _result(pending.popleft(), ring)
+            yield _result(pending.popleft(), ring, delay)
     finally:
         if pool:
             pool.terminate()
@@ -99,9 +103,19 @@ def _motion(stages: list, state: RollingState, first: int, pcm: np.ndarray, offs
     return data.coeffs
 
 
-def _result(item, ring: np.ndarray | None) -> tuple[FrameChunk, np.ndarray]:
-    job, slot, chunk, pcm = item
-    if ring is None:  # decoded in this process
-        return job, pcm
-    frames = ring[slot, : job.get()]
-    return FrameChunk(chunk.first_frame, frames, chunk.coeffs), pcm
+def _with_tail(pcm_chunks: Iterator[np.ndarray], frames: int) -> Iterator[tuple[np.ndarray, bool]]:
+    """The pieces, then `frames` frames of silence (flagged) that flush a lookahead model."""
+    for pcm in pcm_chunks:
+        yield pcm, False
+    if frames:
+        yield np.zeros(frames * SAMPLES_PER_FRAME, np.int16), True
+
+
+def _result(item, ring: np.ndarray | None, delay: int) -> tuple[FrameChunk, np.ndarray]:
+    """A decoded chunk on the audio's timeline: `delay` frames earlier; of the tail, only its
+    first `delay` frames (the recording's last ones)."""
+    job, slot, chunk, pcm, keep = item
+    frames = job.frames if ring is None else ring[slot, : job.get()]  # ring None: decoded in this process
+    first = chunk.first_frame - delay
+    lo, hi = max(0, -first), len(frames) if keep is None else keep
+    return FrameChunk(first + lo, frames[lo:hi], chunk.coeffs[lo:hi]), pcm

@@ -102,6 +102,8 @@ class Mp4Writer:
             vf = av.VideoFrame.from_ndarray(frame, format="yuv420p")
             vf.pts, vf.time_base = chunk.first_frame + i, fractions.Fraction(1, FPS)
             self.container.mux(self.video.encode(vf))
+        if not len(pcm):  # the silent tail that flushes a lookahead motion model carries no audio
+            return
         af = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
         af.sample_rate = SAMPLE_RATE
         af.pts, af.time_base = self.samples, fractions.Fraction(1, SAMPLE_RATE)

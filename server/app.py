@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import WSMsgType, web
 
-from engine.config import EngineConfig
+from engine.config import EngineConfig, motion_delay_frames
 
 from . import encoder
 from .audio_sources.agent_ws import parse_rate, serve_agent_audio
@@ -45,6 +45,7 @@ class Server:
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
         self.engine = EngineClient(self.engine_config, config.workers)
+        self.motion_delay = motion_delay_frames(self.engine_config.motion)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.sessions: dict[str, Session] = {}
         self.asr = SpeechRecognizer()
@@ -131,7 +132,7 @@ class Server:
                                           on_error=lambda e: None)
         session = Session(session_id, peer_connection(self.config), engine, self.tts, EventHub(session_id),
                           self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
-                          mode, echo=bool(self.config.mirror_echo))
+                          mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay)
         engine.on_error = lambda exc: session.fail(exc.code, str(exc))
         session.on_first_frame = self.metrics.ttff.observe
         session.on_interrupt = self.metrics.interrupts.inc

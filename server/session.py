@@ -2,7 +2,9 @@
 
 The media pump keeps `lead` frames rendered ahead of the clock: each chunk takes
 the next 80 ms of speech (or silence) from the SpeechQueue, renders it on the
-engine worker, and queues the frames with that very audio for the Playout.
+engine worker, and queues the frames with that very audio for the Playout. A motion
+model that listens ahead (`delay_frames`, its lookahead) returns the motion of frames
+that much earlier, so the audio passes through a delay line of as many frames first.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import datetime
 import logging
 import time
+from collections import deque
 
 import av
 import numpy as np
@@ -40,12 +43,14 @@ class Session:
 
     def __init__(self, session_id: str, pc: RTCPeerConnection, engine: EngineSession, tts: TextToSpeech,
                  hub: EventHub, size: int, chunk_frames: int, lead_frames: int, mode: str = "tts",
-                 echo: bool = True):
+                 echo: bool = True, delay_frames: int = 0):
         self.id, self.pc, self.engine, self.tts, self.hub = session_id, pc, engine, tts, hub
         self.mode, self.echo = mode, echo
         self.conversation = None  # set by the server in chat mode
         self.chunk_frames, self.lead = chunk_frames, max(lead_frames, chunk_frames)
         self.speech = SpeechQueue()
+        silent = (np.zeros(SAMPLES_PER_FRAME, np.int16), [], [])
+        self._sound: deque[tuple[np.ndarray, list[Mark], list[str]]] = deque([silent] * delay_frames)
         self.playout = Playout(engine.frame, engine.release, self._on_marks, size)
         self.video = AvatarVideoTrack(self.playout, self._first_frame)
         self.audio = AvatarAudioTrack(self.playout)
@@ -203,9 +208,10 @@ class Session:
         for i, slot in enumerate(slots):
             lo, hi = i * SAMPLES_PER_FRAME, (i + 1) * SAMPLES_PER_FRAME
             marks = [m for m in piece.marks if lo <= m.offset < hi or (m.offset == hi and i == len(slots) - 1)]
-            pcm = piece.pcm[lo:hi]
-            utterances = piece.utterances if pcm.any() else []
-            if self.playout.muted.keys() & set(piece.utterances) or (not self.echo and MIRROR in utterances):
+            self._sound.append((piece.pcm[lo:hi], marks, piece.utterances))
+            pcm, marks, owners = self._sound.popleft()  # the audio of this frame's moment
+            utterances = owners if pcm.any() else []
+            if self.playout.muted.keys() & set(owners) or (not self.echo and MIRROR in utterances):
                 pcm, marks, utterances = np.zeros_like(pcm), [], []
             self.playout.push(AVFrame(slot, pcm, marks, list(utterances)))
 

@@ -35,6 +35,10 @@ class MotionDiTConfig:
     """Frames the model sees at once."""
     chunk: int = 2
     """Frames an N chunk generates (the rest of the window is boundary conditioning)."""
+    lookahead: int = 0
+    """Frames of audio the model hears beyond the frame it moves: the token of frame t carries
+    the features of frame t + lookahead, so the motion it makes lags the audio by that much
+    and the playout delays the audio to match (engine.config.motion_delay_frames)."""
     mlp_ratio: int = 2
     motion_dim: int = motion.DIM
     audio_dim: int = AUDIO_DIM

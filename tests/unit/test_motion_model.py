@@ -5,7 +5,7 @@ import pytest
 
 from engine import motion
 from engine.avatar import DEFAULT_AVATAR
-from engine.config import FPS, SAMPLES_PER_FRAME
+from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames
 from engine.modules.motion_dit import WEIGHTS, MotionDiT, MotionDiTConfig
 from engine.pipeline import Pipeline, motion_stages
 from engine.stage import AudioChunk
@@ -135,7 +135,7 @@ def test_silence_gives_continuous_idle_motion_that_never_repeats():
 
 def test_real_speech_moves_the_mouth_and_closes_it_in_pauses(jfk_pcm48):
     track = run(motion_stages("dit"), jfk_pcm48)
-    jaw = track[:, motion.INDEX["jaw_open"]]
+    jaw = track[motion_delay_frames():, motion.INDEX["jaw_open"]]  # row t + delay moves frame t
     frames = jfk_pcm48[: len(jaw) * SAMPLES_PER_FRAME].astype(np.float32).reshape(len(jaw), -1)
     db = 20 * np.log10(np.sqrt((frames**2).mean(1)) + 1)
     loud, quiet = db > np.percentile(db, 80), db < np.percentile(db, 15)
@@ -147,11 +147,13 @@ def test_streaming_and_batch_give_the_same_frames(jfk_pcm48):
     from engine.batch import batch_frames
 
     pcm = jfk_pcm48[: 4 * 48000]
+    delay = motion_delay_frames()  # a live session plays frame k + delay with the audio of frame k
+    padded = np.concatenate([pcm, np.zeros(4 * SAMPLES_PER_FRAME, pcm.dtype)])
     pipeline = Pipeline.for_avatar(DEFAULT_AVATAR)
     state = pipeline.new_state(5, sink=lambda chunk: chunk)
     streamed = np.concatenate([
-        pipeline.step(AudioChunk(f, 2, pcm[f * SAMPLES_PER_FRAME:(f + 2) * SAMPLES_PER_FRAME]), state).frames
-        for f in range(0, 100, 2)])
+        pipeline.step(AudioChunk(f, 2, padded[f * SAMPLES_PER_FRAME:(f + 2) * SAMPLES_PER_FRAME]), state).frames
+        for f in range(0, 100 + delay, 2)])[delay: delay + 100]
     pieces = (pcm[i:i + 10 * SAMPLES_PER_FRAME] for i in range(0, len(pcm), 10 * SAMPLES_PER_FRAME))
     batched = np.concatenate([chunk.frames.copy() for chunk, _ in batch_frames(pieces, DEFAULT_AVATAR, seed=5)])
     assert batched.shape == streamed.shape == (100, 768, 512)

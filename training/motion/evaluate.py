@@ -34,7 +34,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine import motion  # noqa: E402
-from engine.config import FPS, SAMPLES_PER_FRAME  # noqa: E402
+from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E402
 from engine.modules.motion_dit import WEIGHTS  # noqa: E402
 from engine.pipeline import motion_stages  # noqa: E402
 from engine.stage import AudioChunk  # noqa: E402
@@ -55,18 +55,25 @@ def streamed_frames(pcm: np.ndarray) -> int:
 
 
 def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 0) -> tuple[np.ndarray, float]:
-    """(frames, DIM) motion of a whole recording, streamed in two-frame chunks; and CPU seconds taken."""
+    """(frames, DIM) motion of a whole recording, streamed in two-frame chunks; and CPU seconds taken.
+
+    A model with lookahead makes frame t's motion when the audio of t + lookahead has
+    arrived: the stream gets that much trailing silence, and the first outputs (frames
+    before the recording) are dropped, so row t is frame t's motion, as a viewer sees it.
+    """
     stages, state = motion_stages(kind, weights), RollingState()
     for stage in stages:
         stage.init_state(state.of(stage.name), seed)
+    delay = motion_delay_frames(kind, weights)
     frames = streamed_frames(pcm)
+    padded = np.concatenate([pcm[: frames * SAMPLES_PER_FRAME], np.zeros(2 * CHUNK * SAMPLES_PER_FRAME, pcm.dtype)])
     out, started = [], time.process_time()
-    for first in range(0, frames, CHUNK):
-        data = AudioChunk(first, CHUNK, pcm[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
+    for first in range(0, frames + delay, CHUNK):
+        data = AudioChunk(first, CHUNK, padded[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
         for stage in stages:
             data = stage.run(data, state.of(stage.name))
         out.append(data.coeffs)
-    return np.concatenate(out), time.process_time() - started
+    return np.concatenate(out)[delay: delay + frames], time.process_time() - started
 
 
 def loudness_db(pcm: np.ndarray, frames: int) -> np.ndarray:

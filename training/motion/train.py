@@ -42,23 +42,41 @@ class TrainConfig:
     mouth_weight: float = 3.0
     context_noise: float = 0.08
     threads: int = 2
+    shares: tuple[float, ...] = (0.75, 0.25)
+    """Share of examples drawn from each --data set, in order: real faces, then synthetic voices."""
+    jaw_gains: tuple[float, ...] = (1.8, 1.5)
+    """Jaw target scale per data set. GRID's s1, the one trained speaker, opens about half as
+    wide as the twelve other speakers of the real clips (jaw std 0.10 against 0.16-0.27), and
+    the viseme curves of the synthetic recipe less still; one default mouth should open like
+    the typical speaker."""
 
 
 class Windows:
-    """Random training windows over the frames of all sequences."""
+    """Random training windows over the frames of all sequences of several data sets.
 
-    def __init__(self, data: dict, window: int):
-        self.features = data["features"].astype(np.float32)
-        self.motion = data["motion"].astype(np.float32)
-        starts = data["starts"]
-        self.valid = np.concatenate([np.arange(a, b - window + 1) for a, b in zip(starts[:-1], starts[1:])
-                                     if b - a >= window])
-        self.window = window
+    Each example first draws its data set by `shares` (real faces and synthetic voices
+    in a set proportion, whatever their sizes), then a window inside one sequence.
+    """
+
+    def __init__(self, sets: list[dict], window: int, shares: list[float] | None = None, lookahead: int = 0):
+        self.features = np.concatenate([d["features"] for d in sets]).astype(np.float32)
+        self.motion = np.concatenate([d["motion"] for d in sets]).astype(np.float32)
+        self.valid, offset = [], 0
+        for d in sets:
+            starts = d["starts"] + offset
+            span = window + lookahead  # the last frame's features lie `lookahead` frames further on
+            self.valid.append(np.concatenate([np.arange(a, b - span + 1) for a, b in zip(starts[:-1], starts[1:])
+                                              if b - a >= span]))
+            offset += len(d["features"])
+        shares = np.asarray(shares or [1.0] * len(sets), np.float64)
+        self.shares = shares / shares.sum()
+        self.window, self.lookahead = window, lookahead
 
     def batch(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
-        first = self.valid[rng.integers(len(self.valid), size=size)]
+        which = rng.choice(len(self.valid), size=size, p=self.shares)
+        first = np.array([self.valid[w][rng.integers(len(self.valid[w]))] for w in which])
         index = first[:, None] + np.arange(self.window)
-        return self.motion[index], self.features[index]
+        return self.motion[index], self.features[index + self.lookahead]
 
 
 def known_masks(rng: np.random.Generator, size: int, c: MotionDiTConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -73,13 +91,15 @@ def known_masks(rng: np.random.Generator, size: int, c: MotionDiTConfig) -> tupl
     return known, kind > 0.9
 
 
-def train(data_dir: Path, out: Path, config: TrainConfig, model_config: MotionDiTConfig = MotionDiTConfig(),
-          log=print) -> dict:
+def train(data_dirs: list[Path], out: Path, config: TrainConfig,
+          model_config: MotionDiTConfig = MotionDiTConfig(), log=print) -> dict:
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
     rng = np.random.default_rng(config.seed)
-    data = dict(np.load(data_dir / "train.npz"))
-    windows = Windows(data, model_config.window)
+    sets = [dict(np.load(d / "train.npz")) for d in data_dirs]
+    for data, gain in zip(sets, config.jaw_gains):
+        data["motion"][:, motion.INDEX["jaw_open"]] *= gain
+    windows = Windows(sets, model_config.window, list(config.shares[: len(sets)]), model_config.lookahead)
     model = MotionDiT(model_config)
     stats = normalisation(windows)
     for name, value in stats.items():
@@ -157,13 +177,23 @@ def save(model: MotionDiT, out: Path, config: TrainConfig, step: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(".cache/motion-data"))
+    parser.add_argument("--data", type=Path, nargs="+", default=[Path(".cache/real-data"), Path(".cache/motion-data")],
+                        help="data sets (each with train.npz): real faces first, then the synthetic recipe")
+    parser.add_argument("--shares", type=float, nargs="+", default=list(TrainConfig.shares),
+                        help="share of examples from each data set")
+    parser.add_argument("--jaw-gains", type=float, nargs="+", default=list(TrainConfig.jaw_gains),
+                        help="jaw target scale for each data set")
     parser.add_argument("--out", type=Path, default=WEIGHTS)
     parser.add_argument("--steps", type=int, default=TrainConfig.steps)
     parser.add_argument("--minutes", type=float, default=TrainConfig.minutes)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lookahead", type=int, default=MotionDiTConfig.lookahead,
+                        help="frames of audio heard beyond the frame moved")
     args = parser.parse_args()
-    result = train(args.data, args.out, TrainConfig(seed=args.seed, steps=args.steps, minutes=args.minutes))
+    model_config = MotionDiTConfig(lookahead=args.lookahead)
+    result = train(args.data, args.out, TrainConfig(seed=args.seed, steps=args.steps, minutes=args.minutes,
+                                                       shares=tuple(args.shares), jaw_gains=tuple(args.jaw_gains)),
+                   model_config)
     print(json.dumps(result))
 
 

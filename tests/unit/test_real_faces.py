@@ -1,0 +1,88 @@
+"""Real faces as training targets: the rig fit, the recording channel, and the scripts end to end."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import motion
+from engine.avatar import DEFAULT_AVATAR, cache_path
+from engine.face_model import CONTROL, FaceRig
+from training.motion.channel import coded, degrade
+from training.motion.rig_fit import fit_clip, mouth_opening
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+J = motion.INDEX["jaw_open"]
+
+
+def rig_clip(frames: int = 120) -> tuple[np.ndarray, np.ndarray]:
+    """Landmarks the rig itself makes for a known track while the head rolls and sways."""
+    lm = np.load(cache_path(DEFAULT_AVATAR))[:468].astype(np.float32)
+    lm[CONTROL] += FaceRig(lm).closure  # the default portrait's lips part; start from them closed
+    rig = FaceRig(lm)
+    t = np.arange(frames) / 25
+    track = motion.zeros(frames)
+    track[:, J] = np.clip(0.5 * np.sin(2 * np.pi * 1.5 * t), 0, None)
+    track[:, motion.INDEX["head_roll"]] = 0.05 * np.sin(2 * np.pi * 0.4 * t)
+    out, centre = np.repeat(lm[None], frames, 0), lm.mean(0)
+    for i in range(frames):
+        out[i, CONTROL] += rig.displacement(track[i])
+        a = track[i, motion.INDEX["head_roll"]]
+        rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+        out[i] = (out[i] - centre) @ rot.T + centre + [3 * np.sin(i / 9), 0]
+    return out, track
+
+
+def test_rig_fit_recovers_the_jaw_and_the_head_roll_of_a_known_face():
+    landmarks, track = rig_clip()
+    fitted = fit_clip(landmarks)
+    assert np.corrcoef(fitted[:, J], track[:, J])[0, 1] > 0.95
+    assert np.abs(fitted[:, J] - track[:, J]).max() < 0.08, "the jaw opens as far as the face did"
+    roll = motion.INDEX["head_roll"]
+    assert np.abs(fitted[:, roll] - track[:, roll]).max() < 0.01
+    assert np.corrcoef(mouth_opening(landmarks), fitted[:, J])[0, 1] > 0.95
+
+
+def test_recording_channel_keeps_the_timing():
+    rng = np.random.default_rng(0)
+    t = np.arange(48_000) / 48_000
+    bursts = (np.sin(2 * np.pi * 3 * t) > 0.3) * np.sin(2 * np.pi * 440 * t) * 0.5
+    for codec, rate in (("mp3", 32_000), ("opus", 12_000)):
+        y = coded(bursts.astype(np.float32), codec, rate)
+        assert len(y) == len(bursts)
+        lags = {lag: np.corrcoef(bursts[:-40], y[lag: len(y) - 40 + lag])[0, 1] for lag in range(0, 40, 4)}
+        assert max(lags, key=lags.get) == 0, f"{codec} round trip shifted the audio: {lags}"
+    pcm = (bursts * 20000).astype(np.int16)
+    for _ in range(5):
+        out = degrade(pcm, rng)
+        assert out.dtype == np.int16 and len(out) == len(pcm) and np.abs(out).max() > 0
+
+
+def test_real_faces_data_train_and_evaluate_run_end_to_end(tmp_path):
+    run = lambda *args: subprocess.run([sys.executable, "-m", *args], cwd=ROOT,  # noqa: E731
+                                       capture_output=True, text=True, timeout=600)
+    faces, data, weights = tmp_path / "faces", tmp_path / "data", tmp_path / "w.safetensors"
+    extracted = run("training.motion.real_faces", "--out", str(faces), "--limit", "1")
+    assert extracted.returncode == 0, extracted.stderr
+    assert json.loads(extracted.stdout.splitlines()[-1]) == {"clips": 4, "errors": 0}
+    built = run("training.motion.real_data", "--faces", str(faces), "--out", str(data), "--copies", "1")
+    assert built.returncode == 0, built.stderr
+    train = np.load(data / "train.npz")
+    assert len(train["features"]) == len(train["motion"]) == train["starts"][-1] > 100
+    assert train["motion"][:, J].max() > 0.1, "the real mouth opens"
+    held = np.load(data / "heldout.npz")
+    assert set(held["sources"]) == {"grid-other", "obama", "crema-d"}, "whole sources are held out"
+    trained = run("training.motion.train", "--data", str(data), "--out", str(weights), "--steps", "5",
+                  "--lookahead", "2")
+    assert trained.returncode == 0, trained.stderr
+    evaluated = run("training.motion.real_eval", "--data", str(data), "--weights", str(weights), "--limit", "1")
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads(evaluated.stdout[evaluated.stdout.index("\n{") + 1:])
+    assert result["clips"] == 3
+    for system in ("dit", "interim", "loudness"):
+        assert {"real_corr", "amplitude", "closure", "open_vowel", "jfk_closure"} <= set(result[system])
+    assert result["loudness"]["real_corr"] > 0.2, "the loudness mouth follows real mouths a little"

@@ -1,0 +1,237 @@
+"""Lip sync on real people the model never saw, measured the way a user sees it.
+
+    python -m training.motion.real_eval --data .cache/real-data [--sheets .cache/sheets]
+
+For every held-out real clip (real_data.py: other GRID speakers, the White House
+address, CREMA-D) the clip's own audio drives each system exactly as a live session
+does (two-frame chunks); the motion is rendered by the real portrait renderer and
+mediapipe face mesh measures the mouth opening on the rendered frames, as it did on the
+real video. Systems: the trained MotionDiT (`dit`), the INTERIM loudness module and a
+`loudness` mouth (the jaw follows the clip's level between its floor and its peaks).
+Figures per system:
+- real_corr: Pearson correlation of our mouth opening with the real one, per clip,
+  averaged over clips (and per source);
+- amplitude: median over clips of std(our opening) / std(real opening), both in eye
+  distances;
+- closure / open_vowel: share of p/b/m with a shut frame (jaw_open <= 0.1) and of open
+  vowels reaching jaw_open 0.25, from phones force-aligned to each clip's words
+  (GRID's names spell their sentence; CREMA-D's is known) and on jfk.flac;
+  `real_closure` is the same count on the fitted real mouth, the ground truth's own rate.
+`--sheets` also writes contact sheets (PNG) of the default and a closed-mouth portrait
+saying a sentence full of p/b/m and open vowels.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from engine import motion  # noqa: E402
+from engine.avatar import ASSETS, DEFAULT_AVATAR, load_portrait  # noqa: E402
+from engine.modules.motion_dit import WEIGHTS  # noqa: E402
+from engine.modules.portrait_renderer import PortraitRenderer  # noqa: E402
+
+from .evaluate import CLOSED, OPEN, jfk_set, loudness_db, run_motion, streamed_frames  # noqa: E402
+from .rig_fit import mouth_opening, smooth  # noqa: E402
+from .visemes import OPEN_VOWELS, Segment, frames_of, from_arpabet, merge  # noqa: E402
+
+CLOSED_MOUTH = ASSETS / "closed-mouth.png"
+JAW = motion.INDEX["jaw_open"]
+SYSTEMS = ("dit", "interim", "loudness")
+GRID_WORDS = [
+    {"b": "bin", "l": "lay", "p": "place", "s": "set"},
+    {"b": "blue", "g": "green", "r": "red", "w": "white"},
+    {"a": "at", "b": "by", "i": "in", "w": "with"},
+    None,  # the letter itself
+    {"z": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
+     "8": "eight", "9": "nine"},
+    {"a": "again", "n": "now", "p": "please", "s": "soon"},
+]
+CREMA_D = {"DFA": "don't forget a jacket", "IEO": "it's eleven o'clock", "TIE": "that is exactly what happened"}
+SHEET_TEXT = "Bob bought a big map. Papa, pass me a warm apple pie, please."
+
+
+def transcript(name: str, source: str) -> str | None:
+    """The words of a held-out clip where they are known from its name."""
+    if source == "grid-other":
+        code = name[-6:]
+        words = [code[3] if table is None else table.get(ch) for ch, table in zip(code, GRID_WORDS)]
+        return " ".join(words) if all(words) else None
+    if source == "crema-d":
+        return CREMA_D.get(name.split("_")[1])
+    return None
+
+
+def align(pcm48: np.ndarray, text: str) -> list[Segment]:
+    """Phone segments of `text` force-aligned to the audio by pocketsphinx ([] if it fails)."""
+    from pocketsphinx import Decoder
+
+    pcm16 = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.int16)
+    decoder = Decoder(samprate=16000, bestpath=False, loglevel="ERROR")
+    try:
+        decoder.set_align_text(text)
+        for _ in range(2):  # first pass finds the words, the second aligns their phones
+            decoder.start_utt()
+            decoder.process_raw(pcm16.tobytes(), full_utt=True)
+            decoder.end_utt()
+            decoder.set_alignment()
+        return merge([s for word in decoder.get_alignment() for p in word
+                      for s in from_arpabet(p.name, p.start / 100, (p.start + p.duration) / 100)])
+    except (RuntimeError, KeyError, ValueError):
+        return []
+
+
+def loudness_mouth(pcm: np.ndarray, frames: int) -> np.ndarray:
+    """The baseline: the jaw follows the clip's level between its floor and its loud speech."""
+    db = loudness_db(pcm, frames)
+    floor, peak = np.percentile(db, 10) + 6, np.percentile(db, 95)
+    out = motion.zeros(frames)
+    out[:, JAW] = smooth(np.clip((db - floor) / max(peak - floor, 1.0), 0, 1)) * 0.6
+    return out
+
+
+def track(system: str, pcm: np.ndarray, weights: Path) -> np.ndarray:
+    if system == "loudness":
+        return loudness_mouth(pcm, streamed_frames(pcm))
+    return run_motion(system, pcm, weights)[0]
+
+
+class MouthMeter:
+    """Renders a motion track with the real renderer and measures the mouth with mediapipe."""
+
+    def __init__(self, portrait: Path = DEFAULT_AVATAR):
+        self.renderer = PortraitRenderer(load_portrait(portrait))
+
+    def frames(self, coeffs: np.ndarray) -> list[np.ndarray]:
+        return [self.renderer.render(c) for c in coeffs]
+
+    def opening(self, coeffs: np.ndarray) -> np.ndarray:
+        from .real_faces import track_landmarks
+
+        return mouth_opening(np.nan_to_num(track_landmarks(self.frames(coeffs))))
+
+
+def life(tracks: list[np.ndarray]) -> dict:
+    """Head sway (std, mean speed per second, yaw/pitch/roll) and blinks per minute over tracks."""
+    head = [motion.INDEX[k] for k in ("head_yaw", "head_pitch", "head_roll")]
+    std = np.mean([t[:, head].std(0) for t in tracks], 0)
+    speed = np.mean([np.abs(np.diff(t[:, head], axis=0)).mean(0) * 25 for t in tracks], 0)
+    blinks = sum(int((np.diff((t[:, motion.INDEX["blink_l"]] > 0.5).astype(int)) == 1).sum()) for t in tracks)
+    minutes = sum(len(t) for t in tracks) / 25 / 60
+    return {"head_std": np.round(std, 4).tolist(), "head_speed": np.round(speed, 4).tolist(),
+            "blinks_per_min": round(blinks / minutes, 1)}
+
+
+def phone_scores(jaw: np.ndarray, segments: list[Segment]) -> tuple[list[bool], list[bool]]:
+    closed, opened = [], []
+    for s in segments:
+        if s.viseme == "BMP":
+            closed.append(bool(jaw[frames_of(s, len(jaw))].min() <= CLOSED))
+        elif s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
+            opened.append(bool(jaw[frames_of(s, len(jaw))].max() >= OPEN))
+    return closed, opened
+
+
+def heldout_clips(data: Path, limit: int | None) -> list[dict]:
+    d = np.load(data / "heldout.npz")
+    starts, pstarts = d["starts"], d["pcm_starts"]
+    clips = [{"name": str(n), "source": str(s), "pcm": d["pcm"][pstarts[i]:pstarts[i + 1]],
+              "opening": d["opening"][starts[i]:starts[i + 1]], "motion": d["motion"][starts[i]:starts[i + 1]]}
+             for i, (n, s) in enumerate(zip(d["names"], d["sources"]))]
+    if limit is not None:  # a few clips of each source (CI)
+        clips = [c for s in dict.fromkeys(c["source"] for c in clips) for c in [c for c in clips if c["source"] == s][:limit]]
+    return clips
+
+
+def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYSTEMS, limit: int | None = None,
+             log=print) -> dict:
+    meter = MouthMeter()
+    clips = heldout_clips(data, limit)
+    for clip in clips:
+        text = transcript(clip["name"], clip["source"])
+        clip["segments"] = align(clip["pcm"], text) if text else []
+    result: dict = {}
+    for system in systems:
+        corr, ratio, per_source, closed, opened, tracks = [], [], {}, [], [], []
+        for clip in clips:
+            coeffs = track(system, clip["pcm"], weights)
+            tracks.append(coeffs)
+            ours, real = meter.opening(coeffs), clip["opening"][: len(coeffs)]
+            c = float(np.corrcoef(ours, real)[0, 1]) if ours.std() > 1e-6 else 0.0
+            corr.append(c)
+            per_source.setdefault(clip["source"], []).append(c)
+            ratio.append(float(ours.std() / max(real.std(), 1e-6)))
+            cl, op = phone_scores(coeffs[:, JAW], clip["segments"])
+            closed += cl
+            opened += op
+        jfk_pcm, jfk_segments = jfk_set()[0]
+        cl, op = phone_scores(track(system, jfk_pcm, weights)[:, JAW], jfk_segments)
+        result[system] = {
+            "real_corr": _mean(corr), "real_corr_by_source": {s: _mean(v) for s, v in per_source.items()},
+            "amplitude": round(float(np.median(ratio)), 3),
+            "closure": _mean(closed), "closures": len(closed), "open_vowel": _mean(opened), "open_vowels": len(opened),
+            "jfk_closure": _mean(cl), "jfk_closures": len(cl), "jfk_open_vowel": _mean(op), **life(tracks)}
+        log(json.dumps({system: result[system]}))
+    real_closed = [x for clip in clips for x in phone_scores(clip["motion"][:, JAW], clip["segments"])[0]]
+    result["real"] = {"closure": _mean(real_closed), **life([clip["motion"] for clip in clips])}
+    result["clips"] = len(clips)
+    return result
+
+
+def _mean(values: list) -> float:
+    return round(float(np.mean(values)), 3) if values else float("nan")
+
+
+def contact_sheet(portrait: Path, weights: Path, out: Path, text: str = SHEET_TEXT, tiles: int = 16) -> dict:
+    """A PNG grid of the mouth region while the portrait says `text`; the opening's std in eye distances."""
+    import cv2
+
+    from engine.render import _text_audio
+
+    blocks, _ = _text_audio(text)
+    pcm = np.concatenate(list(blocks))
+    coeffs = run_motion("dit", pcm, weights)[0]
+    meter = MouthMeter(portrait)
+    frames = meter.frames(coeffs)
+    from .real_faces import track_landmarks
+
+    opening = mouth_opening(np.nan_to_num(track_landmarks(frames)))
+    speaking = coeffs[:, JAW] > 0.02
+    lm = meter.renderer.rig.lm
+    w = float(meter.renderer.rig.frame.mouth_width)
+    cx, cy = meter.renderer.rig.frame.mouth_center
+    x0, y0 = int(max(cx - 1.1 * w, 0)), int(max(cy - 0.8 * w, 0))
+    crops = [f[y0: y0 + int(1.7 * w), x0: x0 + int(2.2 * w)] for f in frames]
+    picks = np.linspace(np.argmax(speaking), len(frames) - 1 - np.argmax(speaking[::-1]), tiles).astype(int)
+    rows = [np.hstack([crops[i] for i in picks[r * 4:(r + 1) * 4]]) for r in range(tiles // 4)]
+    sheet = np.vstack(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(out), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
+    del lm
+    return {"sheet": str(out), "opening_std": round(float(opening[speaking].std()), 4) if speaking.any() else 0.0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path(".cache/real-data"))
+    parser.add_argument("--weights", type=Path, default=WEIGHTS)
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS))
+    parser.add_argument("--limit", type=int, default=None, help="held-out clips per source")
+    parser.add_argument("--sheets", type=Path, default=None, help="folder for the contact sheets")
+    args = parser.parse_args()
+    result = evaluate(args.data, args.weights, tuple(args.systems), args.limit)
+    if args.sheets:
+        result["sheets"] = {p.stem: contact_sheet(p, args.weights, args.sheets / f"{p.stem}.png")
+                            for p in (DEFAULT_AVATAR, CLOSED_MOUTH)}
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
