@@ -37,6 +37,9 @@ CONTROL = sorted(set(LIPS + EYES + CREASES + BROWS + JAW + ANCHORS))
 
 JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths
 RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / this
+CORNER_SAG = 0.4  # the lower lip near the corners drops this much less than at the middle
+CLOSE_OVERLAP = 0.6  # each inner lip travels this share of the gap: they overlap a little, so
+# the warp's grid leaves no line of the reference's teeth between closed lips
 CLOSE_OUTER = 0.35  # share of the lip closure that the outer lip contour follows
 
 
@@ -111,7 +114,7 @@ class FaceRig:
         """Brings the reference's parted inner lips together: the neutral mouth is closed."""
         out = self._zeros()
         gap = ((self.lm[LOWER_INNER] - self.lm[UPPER_INNER]) @ self.frame.down).clip(0)[:, None]
-        half = 0.5 * gap * self.frame.down
+        half = CLOSE_OVERLAP * gap * self.frame.down
         self._set(out, UPPER_INNER[1:-1], half[1:-1])
         self._set(out, LOWER_INNER[1:-1], -half[1:-1])
         self._set(out, UPPER_OUTER[1:-1], CLOSE_OUTER * half[1:-1])
@@ -128,9 +131,12 @@ class FaceRig:
         weight = np.clip(depth * 1.4, 0, 1.15) * np.clip(1 - side**2, 0, 1)
         weight[[self.index[i] for i in ANCHORS + EYES + CREASES + BROWS]] = 0
         out += weight[:, None] * drop
+        # The lower lip hangs from the corners: it drops most at the middle and less towards
+        # them, so the opening is an oval rather than a box with straight sides.
         lips_low = [i for i in LOWER_INNER + LOWER_OUTER if i not in (61, 291, 78, 308)]
-        for lm_id in lips_low:
-            out[self.index[lm_id]] = drop
+        lat = np.clip(np.abs(self._lateral(lips_low)), 0, 1)
+        for lm_id, share in zip(lips_low, 1 - CORNER_SAG * lat**2):
+            out[self.index[lm_id]] = share * drop
         for lm_id in (61, 291, 78, 308):
             out[self.index[lm_id]] = 0.45 * drop
         self._set(out, UPPER_INNER[1:-1], np.tile(-0.06 * drop, (9, 1)))

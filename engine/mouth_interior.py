@@ -209,7 +209,9 @@ def composite(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box, disp: np.
     ys = np.arange(y0 + sy0, y0 + sy1, dtype=np.float32)[:, None]
     paint = _synthetic if atlas.synthetic else _own_teeth
     interior = paint(rig, atlas, box, (sx0, sy0, sx1, sy1), xs, ys, top, bottom, up, jaw)
-    m = (mask.astype(np.float32) / 255)[..., None]
+    # shut lips overlap (the closure pulls them past each other): nothing shows between them
+    parted = np.clip(bottom - top, 0, 1)[None, :]
+    m = (mask.astype(np.float32) / 255 * parted)[..., None]
     target = frame[y0 + sy0:y0 + sy1, x0 + sx0:x0 + sx1]
     target[:] = (target.astype(np.float32) * (1 - m) + interior * m).astype(np.uint8)
 

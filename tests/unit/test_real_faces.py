@@ -10,7 +10,7 @@ import pytest
 
 from engine import motion
 from engine.avatar import DEFAULT_AVATAR, cache_path
-from engine.face_model import CONTROL, FaceRig
+from engine.face_model import CLOSE_OVERLAP, CONTROL, FaceRig
 from training.motion.channel import coded, degrade
 from training.motion.rig_fit import fit_clip, mouth_opening
 
@@ -22,7 +22,7 @@ J = motion.INDEX["jaw_open"]
 def rig_clip(frames: int = 120) -> tuple[np.ndarray, np.ndarray]:
     """Landmarks the rig itself makes for a known track while the head rolls and sways."""
     lm = np.load(cache_path(DEFAULT_AVATAR))[:468].astype(np.float32)
-    lm[CONTROL] += FaceRig(lm).closure  # the default portrait's lips part; start from them closed
+    lm[CONTROL] += FaceRig(lm).closure * 0.5 / CLOSE_OVERLAP  # the default portrait's lips part: just meet
     rig = FaceRig(lm)
     t = np.arange(frames) / 25
     track = motion.zeros(frames)

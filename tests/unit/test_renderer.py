@@ -31,7 +31,8 @@ def test_neutral_lips_meet_even_though_the_reference_shows_teeth(renderer):
     up = pts[[rig.index[i] for i in UPPER_INNER]]
     low = pts[[rig.index[i] for i in LOWER_INNER]]
     assert ref_gap > 5  # the astronaut smiles with her teeth showing
-    assert np.abs(low[:, 1] - up[:, 1]).max() < 0.5
+    assert (low[:, 1] - up[:, 1]).max() < 0.5, "no gap is left between the lips"
+    assert (low[:, 1] - up[:, 1]).min() > -0.25 * ref_gap, "they press together, no more"
 
 
 def test_mouth_opens_monotonically_with_the_jaw(renderer):

@@ -9,6 +9,12 @@ level, noise, reverb). Every other source is held out whole, never split into wi
 of a trained speaker: heldout.npz keeps their clean audio, fitted motion and the real
 mouth opening for the evaluation. Breathing is not visible in the clips; it comes from
 the procedural idle generator, seeded per clip, so the model keeps breathing.
+
+Published video is not always in sync: each source's audio/video offset is measured
+(the lag, within +-MAX_OFFSET frames, at which the real mouth opening best follows the
+sound's level, median over the source's clips) and the audio moved by it, as lip-sync
+corpora do with SyncNet. GRID and CREMA-D measure 0; the White House address 2 frames
+(its picture leads its sound by 80 ms).
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from engine.modules.mel_features import MelFeatureModule
 
 from .channel import degrade
 from .real_faces import load
-from .rig_fit import fit_clip, mouth_opening
+from .recipe import frame_db
+from .rig_fit import fit_clip, mouth_opening, smooth
 
 TRAIN = ("grid-s1",)
+MAX_OFFSET = 4
 MIN_TRACKED = 0.9  # share of frames with a face for a clip to be used
 
 
@@ -46,6 +54,29 @@ def targets(landmarks: np.ndarray, seed: int) -> np.ndarray:
     return track
 
 
+def av_offset(items: list[tuple[str, np.ndarray, np.ndarray]]) -> int:
+    """Frames by which a source's sound lags its picture (median over its clips)."""
+    best = []
+    for _, landmarks, pcm in items:
+        if not usable(landmarks):
+            continue
+        opening = mouth_opening(np.nan_to_num(landmarks))
+        level = smooth(np.maximum(frame_db(pcm, len(opening)), -60))
+        corr = [np.corrcoef(opening[: len(opening) - lag], level[lag:])[0, 1] if lag >= 0 else
+                np.corrcoef(opening[-lag:], level[: len(level) + lag])[0, 1] for lag in range(-MAX_OFFSET, MAX_OFFSET + 1)]
+        best.append(int(np.nanargmax(corr)) - MAX_OFFSET)
+    return int(np.median(best)) if best else 0
+
+
+def shifted(pcm: np.ndarray, frames: int) -> np.ndarray:
+    """The audio `frames` frames earlier (a late sound track brought into sync; negative:
+    later), same length."""
+    n = abs(frames) * SAMPLES_PER_FRAME
+    if frames >= 0:
+        return np.concatenate([pcm[n:], np.zeros(n, pcm.dtype)])
+    return np.concatenate([np.zeros(n, pcm.dtype), pcm[:-n]])
+
+
 def usable(landmarks: np.ndarray) -> bool:
     return len(landmarks) >= 20 and np.isfinite(landmarks[:, 0, 0]).mean() >= MIN_TRACKED
 
@@ -55,8 +86,11 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> 
     clips = load(faces)
     train: dict[str, list] = {"features": [], "motion": []}
     held: dict[str, list] = {"features": [], "motion": [], "pcm": [], "opening": [], "names": [], "sources": []}
+    offsets = {source: av_offset(items) for source, items in clips.items()}
+    log(json.dumps({"av_offset_frames": offsets}))
     for source, items in clips.items():
         for i, (name, landmarks, pcm) in enumerate(items):
+            pcm = shifted(pcm, offsets[source])
             if not usable(landmarks):
                 log(json.dumps({"skipped": name, "reason": "face not tracked"}))
                 continue
@@ -78,7 +112,7 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> 
     np.savez(out / "train.npz", **_packed(train))
     np.savez(out / "heldout.npz", **_packed(held, with_audio=True))
     minutes = sum(len(f) for f in train["features"]) / 25 / 60
-    return {"train_minutes": round(minutes, 1), "heldout_clips": len(held["names"])}
+    return {"train_minutes": round(minutes, 1), "heldout_clips": len(held["names"]), "av_offset_frames": offsets}
 
 
 def _packed(parts: dict[str, list], with_audio: bool = False) -> dict[str, np.ndarray]:

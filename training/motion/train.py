@@ -26,6 +26,7 @@ from engine import motion
 from engine.modules.mel_features import SILENCE
 from engine.modules.motion_dit import WEIGHTS, MotionDiTConfig, config_metadata
 
+from .channel import warp_bands
 from .model import MotionDiT
 
 
@@ -42,13 +43,20 @@ class TrainConfig:
     mouth_weight: float = 3.0
     context_noise: float = 0.08
     threads: int = 2
+    warp: float = 0.12
+    """Vocal tract length perturbation: each example's spectrum stretched by up to this much
+    either way, so one real speaker sounds like many."""
     shares: tuple[float, ...] = (0.75, 0.25)
     """Share of examples drawn from each --data set, in order: real faces, then synthetic voices."""
-    jaw_gains: tuple[float, ...] = (1.8, 1.5)
+    jaw_gains: tuple[float, ...] = (2.4, 1.5)
     """Jaw target scale per data set. GRID's s1, the one trained speaker, opens about half as
     wide as the twelve other speakers of the real clips (jaw std 0.10 against 0.16-0.27), and
     the viseme curves of the synthetic recipe less still; one default mouth should open like
-    the typical speaker."""
+    the typical speaker (and a regressed mouth moves less than its targets)."""
+    jaw_dead_band: float = 0.03
+    """Jaw targets below this are shut lips: the gain applies above it."""
+    closure_weight: float = 3.0
+    """Loss weight of the mouth in frames where the lips shut inside speech (p/b/m)."""
 
 
 class Windows:
@@ -97,23 +105,24 @@ def train(data_dirs: list[Path], out: Path, config: TrainConfig,
     torch.set_num_threads(config.threads)
     rng = np.random.default_rng(config.seed)
     sets = [dict(np.load(d / "train.npz")) for d in data_dirs]
-    for data, gain in zip(sets, config.jaw_gains):
-        data["motion"][:, motion.INDEX["jaw_open"]] *= gain
+    jaw = motion.INDEX["jaw_open"]
+    for data, gain in zip(sets, config.jaw_gains):  # the dead band keeps shut lips shut (tracker jitter)
+        data["motion"][:, jaw] = gain * np.maximum(data["motion"][:, jaw] - config.jaw_dead_band, 0)
     windows = Windows(sets, model_config.window, list(config.shares[: len(sets)]), model_config.lookahead)
     model = MotionDiT(model_config)
     stats = normalisation(windows)
     for name, value in stats.items():
         getattr(model, name).copy_(torch.from_numpy(value))
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
-    weights = torch.ones(model_config.motion_dim)
-    weights[[motion.INDEX[k] for k in motion.MOUTH]] = config.mouth_weight
+    channel_weights = np.ones(model_config.motion_dim, np.float32)
+    channel_weights[[motion.INDEX[k] for k in motion.MOUTH]] = config.mouth_weight
     started, step, recent = time.monotonic(), 0, []
     while step < config.steps and time.monotonic() - started < config.minutes * 60:
         # cosine decay over the steps, not the clock, so the same command gives the same weights
         lr = config.lr * min(1.0, (step + 1) / config.warmup) * 0.5 * (1 + np.cos(np.pi * step / config.steps))
         for group in optimiser.param_groups:
             group["lr"] = lr
-        loss = train_step(model, optimiser, *example(windows, rng, config, model_config, stats), weights)
+        loss = train_step(model, optimiser, *example(windows, rng, config, model_config, stats, channel_weights))
         recent.append(loss)
         step += 1
         if step % 200 == 0 or step == config.steps:
@@ -134,13 +143,26 @@ def normalisation(windows: Windows) -> dict[str, np.ndarray]:
             "feature_mean": windows.features.mean(0), "feature_std": np.maximum(windows.features.std(0), 1e-2)}
 
 
+def loss_weights(motion_: np.ndarray, channel_weights: np.ndarray, closure_weight: float) -> np.ndarray:
+    """(B, W, M) weights: the channels' own, the mouth's raised where the lips shut inside speech."""
+    jaw = motion_[..., motion.INDEX["jaw_open"]]
+    shut = (jaw <= 0.05) & (jaw.max(1, keepdims=True) >= 0.25)
+    weights = np.broadcast_to(channel_weights, motion_.shape).copy()
+    mouth = [motion.INDEX[k] for k in motion.MOUTH]
+    weights[..., mouth] *= np.where(shut, closure_weight, 1.0)[..., None]
+    return weights
+
+
 def example(windows: Windows, rng: np.random.Generator, config: TrainConfig, c: MotionDiTConfig,
-            stats: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
+            stats: dict[str, np.ndarray], channel_weights: np.ndarray) -> tuple[torch.Tensor, ...]:
     motion_, features = windows.batch(rng, config.batch)
+    weights = loss_weights(motion_, channel_weights, config.closure_weight)
     known, start = known_masks(rng, config.batch, c)
     context = c.window - c.chunk
     motion_[start, :context] = 0.0
     features[start, :context] = SILENCE
+    if config.warp:
+        features = warp_bands(features, rng.uniform(1 - config.warp, 1 + config.warp, len(features)))
     x0 = (motion_ - stats["motion_mean"]) / stats["motion_std"]
     audio = (features - stats["feature_mean"]) / stats["feature_std"]
     x0_known = x0 + rng.standard_normal(x0.shape) * config.context_noise * rng.random((len(x0), 1, 1))
@@ -149,13 +171,15 @@ def example(windows: Windows, rng: np.random.Generator, config: TrainConfig, c: 
     noisy = sigma[:, None, None] * noise + (1 - sigma[:, None, None]) * x0
     x = np.where(known[..., None], x0_known, noisy)
     as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a, np.float32))  # noqa: E731
-    return as_tensor(x), as_tensor(known), as_tensor(audio), as_tensor(sigma), as_tensor(noise - x0)
+    return (as_tensor(x), as_tensor(known), as_tensor(audio), as_tensor(sigma), as_tensor(noise - x0),
+            as_tensor(weights))
 
 
 def train_step(model, optimiser, x, known, audio, sigma, target, weights) -> float:
     velocity = model(x, known, audio, sigma)
     unknown = (1 - known)[..., None]
-    loss = (((velocity - target) ** 2) * weights * unknown).sum() / (unknown.sum() * weights.mean() * x.shape[-1])
+    weights = weights * unknown
+    loss = (((velocity - target) ** 2) * weights).sum() / weights.sum()
     optimiser.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
