@@ -223,11 +223,12 @@ def _lower_teeth(atlas: TeethAtlas, sub, shift: np.ndarray) -> np.ndarray:
 
 
 def _own_teeth(rig, atlas, box, sub, xs, ys, top, bottom, up, jaw) -> np.ndarray:
-    """The portrait's own teeth over a plain cavity."""
+    """The portrait's own teeth over a plain cavity; the lower row lags the lower lip a little
+    (LOWER_FOLLOW) so the opening shows the cavity, not a lip-wide band of teeth."""
     sx0, sy0, sx1, sy1 = sub
     depth = np.clip((ys - top) / np.maximum(bottom - top, 1.0), 0, 1)
     above = ys < (top + bottom) / 2
-    lower = _lower_teeth(atlas, sub, jaw)
+    lower = _lower_teeth(atlas, sub, jaw * LOWER_FOLLOW)
     teeth = np.where(above[..., None], atlas.upper[sy0:sy1, sx0:sx1], lower)
     tongue = np.clip((depth - 0.55) / 0.45, 0, 1)[..., None]
     cavity = CAVITY_TOP + (CAVITY_TONGUE - CAVITY_TOP) * tongue

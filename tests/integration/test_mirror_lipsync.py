@@ -8,6 +8,7 @@ import pytest
 from avatar_client import AvatarViewer
 from tests.conftest import SHARED_DATA
 from tests.mouth import opening_series
+from training.motion.real_data import lagged_corr
 
 pytestmark = pytest.mark.integration
 SPEECH = SHARED_DATA / "jfk.flac"  # a real person's voice, 11 s
@@ -28,12 +29,6 @@ def heard_level(viewer: AvatarViewer) -> tuple[np.ndarray, np.ndarray]:
     return opening_series([f for _, f in viewer.received.video]), np.array(level)
 
 
-def lagged_corr(a: np.ndarray, b: np.ndarray, lag: int) -> float:
-    """Correlation of a[t] with b[t + lag]."""
-    x, y = (a[: len(a) - lag], b[lag:]) if lag >= 0 else (a[-lag:], b[: len(b) + lag])
-    return float(np.corrcoef(x, y)[0, 1])
-
-
 async def test_mirror_mouth_follows_the_heard_real_voice(server):
     viewer = AvatarViewer(server.url, mode="mirror", microphone=str(SPEECH), keep_frames=600)
     await viewer.connect()
@@ -49,5 +44,6 @@ async def test_mirror_mouth_follows_the_heard_real_voice(server):
     assert len(opening) > 150, f"only {len(opening)} frames with the voice"
     corr = {lag: lagged_corr(opening, level, lag) for lag in range(-MAX_LAG, MAX_LAG + 1)}
     best = max(corr, key=corr.get)
+    print(f"received mouth vs heard voice, correlation by lag (frames): {corr}")
     assert corr[best] >= 0.3, f"the mouth does not follow the heard voice: {corr}"
     assert abs(best) <= 1, f"mouth and voice are {best} frames apart: {corr}"

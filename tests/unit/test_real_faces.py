@@ -81,7 +81,7 @@ def test_real_faces_data_train_and_evaluate_run_end_to_end(tmp_path):
     assert trained.returncode == 0, trained.stderr
     evaluated = run("training.motion.real_eval", "--data", str(data), "--weights", str(weights), "--limit", "1")
     assert evaluated.returncode == 0, evaluated.stderr
-    result = json.loads(evaluated.stdout[evaluated.stdout.index("\n{") + 1:])
+    result = json.loads(evaluated.stdout)
     assert result["clips"] == 3
     for system in ("dit", "interim", "loudness"):
         assert {"real_corr", "amplitude", "closure", "open_vowel", "jfk_closure"} <= set(result[system])

@@ -86,37 +86,3 @@ def degrade(pcm: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = coded(x, codec, int(rng.choice(CODECS[codec][2])))
     return np.clip(x * 32767, -32768, 32767).astype(np.int16)
 
-
-def band_centres() -> np.ndarray:
-    """Centre frequency (Hz) of each mel band of the motion features."""
-    from engine.modules.mel_features import RATE, WINDOW, mel_filters
-
-    filters = mel_filters()
-    freqs = np.fft.rfftfreq(WINDOW, 1 / RATE)
-    return freqs[filters.argmax(1)]
-
-
-def warp_matrix(alpha: float) -> np.ndarray:
-    """(BANDS, BANDS) linear interpolation that reads band b at frequency centre_b / alpha."""
-    centres = band_centres()
-    eye = np.eye(len(centres), dtype=np.float32)
-    return np.stack([np.interp(centres / alpha, centres, row) for row in eye], 1).astype(np.float32)
-
-
-def warp_bands(features: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    """Vocal tract length perturbation on log-mel rows (B, W, 2 x BANDS): each example's
-    spectrum stretched by its alpha (a longer or shorter vocal tract: another speaker's
-    formants), alpha rounded to a step of 0.01 so the matrices are made once."""
-    from engine.modules.mel_features import BANDS
-
-    out = features.reshape(*features.shape[:2], 2, BANDS).copy()
-    keys = np.round(alphas, 2)
-    for alpha in np.unique(keys):
-        if alpha not in _WARPS:
-            _WARPS[alpha] = warp_matrix(float(alpha))
-        sel = keys == alpha
-        out[sel] = out[sel] @ _WARPS[alpha].T
-    return out.reshape(features.shape)
-
-
-_WARPS: dict[float, np.ndarray] = {}

@@ -54,6 +54,12 @@ def targets(landmarks: np.ndarray, seed: int) -> np.ndarray:
     return track
 
 
+def lagged_corr(a: np.ndarray, b: np.ndarray, lag: int) -> float:
+    """Correlation of a[t] with b[t + lag]."""
+    x, y = (a[: len(a) - lag], b[lag:]) if lag >= 0 else (a[-lag:], b[: len(b) + lag])
+    return float(np.corrcoef(x, y)[0, 1])
+
+
 def av_offset(items: list[tuple[str, np.ndarray, np.ndarray]]) -> int:
     """Frames by which a source's sound lags its picture (median over its clips)."""
     best = []
@@ -62,8 +68,7 @@ def av_offset(items: list[tuple[str, np.ndarray, np.ndarray]]) -> int:
             continue
         opening = mouth_opening(np.nan_to_num(landmarks))
         level = smooth(np.maximum(frame_db(pcm, len(opening)), -60))
-        corr = [np.corrcoef(opening[: len(opening) - lag], level[lag:])[0, 1] if lag >= 0 else
-                np.corrcoef(opening[-lag:], level[: len(level) + lag])[0, 1] for lag in range(-MAX_OFFSET, MAX_OFFSET + 1)]
+        corr = [lagged_corr(opening, level, lag) for lag in range(-MAX_OFFSET, MAX_OFFSET + 1)]
         best.append(int(np.nanargmax(corr)) - MAX_OFFSET)
     return int(np.median(best)) if best else 0
 

@@ -6,8 +6,10 @@ For every held-out real clip (real_data.py: other GRID speakers, the White House
 address, CREMA-D) the clip's own audio drives each system exactly as a live session
 does (two-frame chunks); the motion is rendered by the real portrait renderer and
 mediapipe face mesh measures the mouth opening on the rendered frames, as it did on the
-real video. Systems: the trained MotionDiT (`dit`), the INTERIM loudness module and a
-`loudness` mouth (the jaw follows the clip's level between its floor and its peaks).
+real video. Systems: the trained MotionDiT (`dit`), the INTERIM loudness module, a
+`loudness` mouth (the jaw follows the clip's level between its floor and its peaks) and
+`fitted`, the rig coefficients fitted to the real face itself: the check of the fit,
+and the ceiling of what rig and renderer can show.
 Figures per system:
 - real_corr: Pearson correlation of our mouth opening with the real one, per clip,
   averaged over clips (and per source);
@@ -16,8 +18,10 @@ Figures per system:
 - closure / open_vowel: share of p/b/m with a shut frame (jaw_open <= 0.1) and of open
   vowels reaching jaw_open 0.25, from phones force-aligned to each clip's words
   (GRID's names spell their sentence, CREMA-D's is known, the address is transcribed by
-  the offline Whisper) and on jfk.flac;
-  `real_closure` is the same count on the fitted real mouth, the ground truth's own rate.
+  the offline Whisper) and on jfk.flac (for `fitted`: the real mouths' own rate);
+- head_std, head_speed (yaw, pitch, roll) and blinks_per_min, against `fitted`'s;
+- real_corr_through: the MotionDiT's real_corr when the clips' audio comes as MP3 at
+  32 kb/s, Opus at 12 kb/s, 8 kHz telephone band, or 24 dB quieter;
 `--sheets` also writes contact sheets (PNG) of the default and a closed-mouth portrait
 saying a sentence full of p/b/m and open vowels.
 """
@@ -30,6 +34,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -39,13 +44,14 @@ from engine.avatar import ASSETS, DEFAULT_AVATAR, load_portrait  # noqa: E402
 from engine.modules.motion_dit import WEIGHTS  # noqa: E402
 from engine.modules.portrait_renderer import PortraitRenderer  # noqa: E402
 
+from .channel import band_limit, coded, telephone  # noqa: E402
 from .evaluate import CLOSED, OPEN, jfk_set, loudness_db, run_motion, streamed_frames  # noqa: E402
 from .rig_fit import mouth_opening, smooth  # noqa: E402
 from .visemes import OPEN_VOWELS, Segment, frames_of, from_arpabet, merge  # noqa: E402
 
 CLOSED_MOUTH = ASSETS / "closed-mouth.png"
 JAW = motion.INDEX["jaw_open"]
-SYSTEMS = ("dit", "interim", "loudness")
+SYSTEMS = ("dit", "interim", "loudness", "fitted")
 GRID_WORDS = [
     {"b": "bin", "l": "lay", "p": "place", "s": "set"},
     {"b": "blue", "g": "green", "r": "red", "w": "white"},
@@ -134,6 +140,32 @@ class MouthMeter:
         return mouth_opening(np.nan_to_num(track_landmarks(self.frames(coeffs))))
 
 
+CHANNELS = {  # real speech as other recordings would carry it (channel.py)
+    "mp3_32k": lambda x: coded(x, "mp3", 32_000),
+    "opus_12k": lambda x: coded(x, "opus", 12_000),
+    "phone_8k": lambda x: telephone(band_limit(x, 8000)),
+    "quiet_-24dB": lambda x: x * 10 ** (-24 / 20),
+}
+
+
+def through(pcm: np.ndarray, channel: str) -> np.ndarray:
+    x = CHANNELS[channel](pcm.astype(np.float32) / 32768)
+    return np.clip(x * 32767, -32768, 32767).astype(np.int16)
+
+
+def channel_corr(clips: list[dict], meter: "MouthMeter", weights: Path, system: str = "dit") -> dict:
+    """real_corr of `system` when the held-out clips' audio comes through each channel."""
+    out = {}
+    for channel in CHANNELS:
+        corr = []
+        for clip in clips:
+            coeffs = track(system, through(clip["pcm"], channel), weights)
+            ours, real = meter.opening(coeffs), clip["opening"][: len(coeffs)]
+            corr.append(float(np.corrcoef(ours, real)[0, 1]) if ours.std() > 1e-6 else 0.0)
+        out[channel] = _mean(corr)
+    return out
+
+
 def life(tracks: list[np.ndarray]) -> dict:
     """Head sway (std, mean speed per second, yaw/pitch/roll) and blinks per minute over tracks."""
     head = [motion.INDEX[k] for k in ("head_yaw", "head_pitch", "head_roll")]
@@ -162,13 +194,14 @@ def heldout_clips(data: Path, limit: int | None) -> list[dict]:
               "opening": d["opening"][starts[i]:starts[i + 1]], "motion": d["motion"][starts[i]:starts[i + 1]]}
              for i, (n, s) in enumerate(zip(d["names"], d["sources"]))]
     if limit is not None:  # a few clips of each source (CI)
-        clips = [c for s in dict.fromkeys(c["source"] for c in clips) for c in [c for c in clips if c["source"] == s][:limit]]
+        sources = dict.fromkeys(c["source"] for c in clips)
+        clips = [c for s in sources for c in [c for c in clips if c["source"] == s][:limit]]
     return clips
 
 
 def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYSTEMS, limit: int | None = None,
-             log=print) -> dict:
-    meter = MouthMeter()
+             channels: bool = True, log=print) -> dict:
+    meter, jfk = MouthMeter(), jfk_set()[0]
     clips = heldout_clips(data, limit)
     for clip in clips:
         text = transcript(clip["name"], clip["source"], clip["pcm"])
@@ -177,7 +210,7 @@ def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYS
     for system in systems:
         corr, ratio, per_source, closed, opened, tracks = [], [], {}, [], [], []
         for clip in clips:
-            coeffs = track(system, clip["pcm"], weights)
+            coeffs = clip["motion"] if system == "fitted" else track(system, clip["pcm"], weights)
             tracks.append(coeffs)
             ours, real = meter.opening(coeffs), clip["opening"][: len(coeffs)]
             c = float(np.corrcoef(ours, real)[0, 1]) if ours.std() > 1e-6 else 0.0
@@ -187,17 +220,16 @@ def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYS
             cl, op = phone_scores(coeffs[:, JAW], clip["segments"])
             closed += cl
             opened += op
-        jfk_pcm, jfk_segments = jfk_set()[0]
-        cl, op = phone_scores(track(system, jfk_pcm, weights)[:, JAW], jfk_segments)
+        cl, op = ([], []) if system == "fitted" else phone_scores(track(system, jfk[0], weights)[:, JAW], jfk[1])
         result[system] = {
             "real_corr": _mean(corr), "real_corr_by_source": {s: _mean(v) for s, v in per_source.items()},
             "amplitude": round(float(np.median(ratio)), 3),
             "closure": _mean(closed), "closures": len(closed), "open_vowel": _mean(opened), "open_vowels": len(opened),
             "jfk_closure": _mean(cl), "jfk_closures": len(cl), "jfk_open_vowel": _mean(op), **life(tracks)}
         log(json.dumps({system: result[system]}))
-    real_closed = [x for clip in clips for x in phone_scores(clip["motion"][:, JAW], clip["segments"])[0]]
-    result["real"] = {"closure": _mean(real_closed), **life([clip["motion"] for clip in clips])}
     result["clips"] = len(clips)
+    if channels and "dit" in result:
+        result["dit"]["real_corr_through"] = channel_corr(clips, meter, weights)
     return result
 
 
@@ -236,8 +268,10 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS))
     parser.add_argument("--limit", type=int, default=None, help="held-out clips per source")
     parser.add_argument("--sheets", type=Path, default=None, help="folder for the contact sheets")
+    parser.add_argument("--no-channels", action="store_true", help="skip the coded-audio runs")
     args = parser.parse_args()
-    result = evaluate(args.data, args.weights, tuple(args.systems), args.limit)
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the result only)
+    result = evaluate(args.data, args.weights, tuple(args.systems), args.limit, not args.no_channels, progress)
     if args.sheets:
         result["sheets"] = {p.stem: contact_sheet(p, args.weights, args.sheets / f"{p.stem}.png")
                             for p in (DEFAULT_AVATAR, CLOSED_MOUTH)}
