@@ -34,6 +34,8 @@ LOWER_WIDTHS = np.array([5.4, 5.9, 6.9, 7.0, 7.1, 11.0], np.float32)
 LOWER_SHOW = np.array([7.5, 7.5, 7.6, 6.8, 6.0, 5.2], np.float32)
 ARCH_MM = 23.0  # the arch seen from the front: x = ARCH * tanh(arc length / ARCH)
 LOWER_FOLLOW = 0.72  # the lower lip drops a little further than the lower teeth
+SEAM_SHADE = 0.55  # shut lips meet in a line this much darker than the lips
+SEAM_HALF = 0.02  # its half height, in mouth widths
 LOWER_HIDE = 0.048  # lower teeth start this far (mouth widths) under the lower lip
 
 
@@ -53,6 +55,7 @@ class TeethAtlas:
     tongue: np.ndarray | None = None  # (3,)
     lower_top: np.ndarray | None = None  # (w,) reference y of the lower teeth
     lower_follow: float = 1.0
+    seam: np.ndarray | None = None  # (3,) colour of the line where shut lips meet
 
 
 def _curve(points: np.ndarray, xs: np.ndarray) -> np.ndarray:
@@ -81,8 +84,11 @@ def build_atlas(rig: FaceRig, image: np.ndarray, box) -> TeethAtlas:
     if shows_teeth:
         above, below = _split_masks(rig, box, up, low)
         alpha = cv2.erode(mask, np.ones((3, 3), np.uint8)).astype(np.float32)
-        return TeethAtlas(np.dstack([crop, alpha * above]), np.dstack([crop, alpha * below]))
-    return _synthetic_atlas(rig, box, *_portrait_colours(rig, image))
+        atlas = TeethAtlas(np.dstack([crop, alpha * above]), np.dstack([crop, alpha * below]))
+    else:
+        atlas = _synthetic_atlas(rig, box, *_portrait_colours(rig, image))
+    atlas.seam = _portrait_colours(rig, image)[0] * SEAM_SHADE
+    return atlas
 
 
 # --- the synthesised mouth ------------------------------------------------------------
@@ -200,6 +206,7 @@ def composite(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box, disp: np.
     sx1, sy1 = min(bx + bw + 2, x1 - x0), min(by + bh + 2, y1 - y0)
     if sx1 <= sx0 or sy1 <= sy0:
         return
+    _seam(frame, rig, atlas, up, low)
     mask = np.zeros((sy1 - sy0, sx1 - sx0), np.uint8)
     cv2.fillPoly(mask, [np.round((poly - (sx0, sy0)) * 4).astype(np.int32)], 255, cv2.LINE_AA, shift=2)
     if not mask.any():
@@ -214,6 +221,31 @@ def composite(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box, disp: np.
     m = (mask.astype(np.float32) / 255 * parted)[..., None]
     target = frame[y0 + sy0:y0 + sy1, x0 + sx0:x0 + sx1]
     target[:] = (target.astype(np.float32) * (1 - m) + interior * m).astype(np.uint8)
+
+
+def _seam(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, up: np.ndarray, low: np.ndarray) -> None:
+    """Where the lips meet (or nearly), a thin line darker than the lips, as shut lips show:
+    it covers what the warp squeezed between them of a photo's parted lips and teeth."""
+    w = rig.frame.mouth_width
+    half = SEAM_HALF * w
+    x0, x1 = int(np.ceil(up[:, 0].min())), int(np.floor(up[:, 0].max()))
+    xs = np.arange(x0, x1 + 1, dtype=np.float32)
+    top, bottom = _curve(up, xs), _curve(low, xs)
+    mid, gap = (top + bottom) / 2, bottom - top
+    lat = np.abs(xs - rig.frame.mouth_center[0]) / (0.5 * (x1 - x0) + 1e-6)
+    strength = np.clip((2 * half - gap) / half, 0, 1) * np.clip((1 - lat) / 0.2, 0, 1)  # fades as they part
+    if not strength.any():
+        return
+    y0, y1 = int(np.floor((mid - 2 * half).min())), int(np.ceil((mid + 2 * half).max())) + 1
+    ys = np.arange(y0, y1, dtype=np.float32)[:, None]
+    d = np.abs(ys - mid[None]) / half
+    target = frame[y0:y1, x0:x1 + 1].astype(np.float32)
+    # lip colour over the band hides the squeezed teeth, a darker core is the line itself
+    layers = ((atlas.seam / SEAM_SHADE, np.clip(2 - d, 0, 1) ** 0.5), (atlas.seam, np.clip(1 - 1.6 * d, 0, 1)))
+    for colour, alpha in layers:
+        a = (alpha * strength[None])[..., None]
+        target = target * (1 - a) + colour * a
+    frame[y0:y1, x0:x1 + 1] = target.astype(np.uint8)
 
 
 def _lower_teeth(atlas: TeethAtlas, sub, shift: np.ndarray) -> np.ndarray:
