@@ -39,8 +39,14 @@ class SamplerConfig:
     """Scale of the starting noise on the mouth channels. The mouth follows the audio, so it is
     sampled from the flow's centre (0: sharper p/b/m closures, measured); blinks, breathing and
     head sway keep the full noise and stay varied."""
+    jaw_gain: float = 1.1
+    """Scale of the published jaw's opening beyond shut lips (SHUT; the rolling window keeps the
+    model's own). Sampled from the flow's centre the mouth is a little more conservative than a
+    real one (training/motion/real_eval.py, the README's figures)."""
 
 
+JAW = motion.INDEX["jaw_open"]
+SHUT = 0.1  # jaw_open at or below which the lips are shut
 LIMITS = {"jaw_open": (0, 1), "lip_round": (0, 1), "upper_lip": (0, 1), "blink_l": (0, 1), "blink_r": (0, 1)}
 
 
@@ -54,6 +60,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         if not 1 <= ANCHOR < self.chunk <= self.context:
             raise ValueError("the window must hold a whole chunk after its context, anchor inside the chunk")
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
+        self.jaw_gain = sampler.jaw_gain
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[[motion.INDEX[k] for k in motion.MOUTH]] = sampler.mouth_temperature
         self.low = np.full(motion.DIM, -np.inf, np.float32)
@@ -72,7 +79,10 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         if len(data.features) % self.chunk:
             raise ValueError(f"chunks must hold a multiple of {self.chunk} frames")
         out = [self.step(data.features[i: i + self.chunk], state) for i in range(0, len(data.features), self.chunk)]
-        return MotionChunk(data.chunk.first_frame, np.concatenate(out), data.chunk.tag)
+        coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
+        jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
+        coeffs[:, JAW] = np.minimum(np.where(jaw > SHUT, SHUT + (jaw - SHUT) * self.jaw_gain, jaw), self.high[JAW])
+        return MotionChunk(data.chunk.first_frame, coeffs, data.chunk.tag)
 
     def step(self, features: np.ndarray, state: dict[str, Any]) -> np.ndarray:
         """One N chunk (and the I chunk before it): the next `chunk` final frames."""
