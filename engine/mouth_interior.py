@@ -81,13 +81,14 @@ def build_atlas(rig: FaceRig, image: np.ndarray, box) -> TeethAtlas:
     cv2.fillPoly(mask, [np.round(poly).astype(np.int32)], 1)
     crop = image[y0:y1, x0:x1].astype(np.float32)
     shows_teeth = mask.sum() > 0.02 * rig.frame.mouth_width**2 and crop[mask > 0].mean() > 110
+    colours = _portrait_colours(rig, image)
     if shows_teeth:
         above, below = _split_masks(rig, box, up, low)
         alpha = cv2.erode(mask, np.ones((3, 3), np.uint8)).astype(np.float32)
         atlas = TeethAtlas(np.dstack([crop, alpha * above]), np.dstack([crop, alpha * below]))
     else:
-        atlas = _synthetic_atlas(rig, box, *_portrait_colours(rig, image))
-    atlas.seam = _portrait_colours(rig, image)[0] * SEAM_SHADE
+        atlas = _synthetic_atlas(rig, box, *colours)
+    atlas.seam = colours[0] * SEAM_SHADE
     return atlas
 
 

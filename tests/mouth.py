@@ -26,10 +26,3 @@ def dark_pixels(rgb: np.ndarray, box=None) -> int:
     luma = crop @ np.array([0.299, 0.587, 0.114], np.float32)
     return int((luma < DARK_LUMA).sum())
 
-
-def opening_series(frames: list[np.ndarray]) -> np.ndarray:
-    """Inner-lip gap over eye distance in each RGB frame, by mediapipe face mesh (tracking)."""
-    from training.motion.real_faces import track_landmarks
-    from training.motion.rig_fit import mouth_opening
-
-    return mouth_opening(np.nan_to_num(track_landmarks(frames)))

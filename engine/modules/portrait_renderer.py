@@ -19,6 +19,7 @@ from ..warp import TpsGrid, invert
 
 GRID_STEP = 4  # pixels between TPS grid points; the map is upsampled from it
 HEAD_MAP_DIV = 4  # the head-motion field is summed at 1/4 size
+HEAD_TRAVEL = 0.9  # face widths the head moves sideways (yaw) or down (pitch) per radian
 
 
 def _box(points: np.ndarray, pad: float, size: int, step: int) -> tuple[int, int, int, int]:
@@ -79,8 +80,8 @@ class PortraitRenderer:
         face_w = 2 * half[0]
         body = np.clip((yy - hi[1]) / (0.5 * self.size), 0, 1) * 0.7  # shoulders rise with breath
         return {
-            "head_yaw": np.stack([mask * face_w * 0.9, np.zeros_like(mask)], -1),
-            "head_pitch": np.stack([np.zeros_like(mask), mask * face_w * 0.9], -1),
+            "head_yaw": np.stack([mask * face_w * HEAD_TRAVEL, np.zeros_like(mask)], -1),
+            "head_pitch": np.stack([np.zeros_like(mask), mask * face_w * HEAD_TRAVEL], -1),
             "head_roll": np.stack([-(yy - neck[1]) * mask, (xx - neck[0]) * mask], -1),
             "breath": np.stack([np.zeros_like(mask), -(0.012 * self.size) * np.maximum(mask, body)], -1),
         }

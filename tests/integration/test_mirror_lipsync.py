@@ -7,8 +7,8 @@ import pytest
 
 from avatar_client import AvatarViewer
 from tests.conftest import SHARED_DATA
-from tests.mouth import opening_series
 from training.motion.real_data import lagged_corr
+from training.motion.rig_fit import frames_opening
 
 pytestmark = pytest.mark.integration
 SPEECH = SHARED_DATA / "jfk.flac"  # a real person's voice, 11 s
@@ -26,7 +26,7 @@ def heard_level(viewer: AvatarViewer) -> tuple[np.ndarray, np.ndarray]:
         near = [packets[i] for i in np.where((times > t - 0.04) & (times <= t))[0]]
         x = np.concatenate(near) if near else np.zeros(1)
         level.append(20 * np.log10(np.sqrt((x**2).mean()) + 1.0))
-    return opening_series([f for _, f in viewer.received.video]), np.array(level)
+    return frames_opening([f for _, f in viewer.received.video]), np.array(level)
 
 
 async def test_mirror_mouth_follows_the_heard_real_voice(server):

@@ -38,13 +38,14 @@ from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E
 from engine.modules.motion_dit import WEIGHTS  # noqa: E402
 from engine.pipeline import motion_stages  # noqa: E402
 from engine.stage import AudioChunk  # noqa: E402
+from engine.stages.motion import SHUT  # noqa: E402
 from engine.state import RollingState  # noqa: E402
 
 from .visemes import OPEN_VOWELS, Segment, frames_of, from_arpabet, merge, mouth_curves  # noqa: E402
 
 JFK = Path(__file__).resolve().parents[3] / "shared" / "data" / "jfk.flac"
 JFK_TEXT = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
-CLOSED, OPEN = 0.1, 0.25
+CLOSED, OPEN = SHUT, 0.25
 JAW = motion.INDEX["jaw_open"]
 CHUNK = 2
 
@@ -66,7 +67,8 @@ def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 
         stage.init_state(state.of(stage.name), seed)
     delay = motion_delay_frames(kind, weights)
     frames = streamed_frames(pcm)
-    padded = np.concatenate([pcm[: frames * SAMPLES_PER_FRAME], np.zeros(2 * CHUNK * SAMPLES_PER_FRAME, pcm.dtype)])
+    tail = -(-delay // CHUNK) * CHUNK  # whole chunks of silence that flush the last `delay` frames
+    padded = np.concatenate([pcm[: frames * SAMPLES_PER_FRAME], np.zeros(tail * SAMPLES_PER_FRAME, pcm.dtype)])
     out, started = [], time.process_time()
     for first in range(0, frames + delay, CHUNK):
         data = AudioChunk(first, CHUNK, padded[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
@@ -116,11 +118,9 @@ def loudness_ceiling(items: list[tuple[np.ndarray, list[Segment]]]) -> float:
 def score(items: list[tuple[np.ndarray, list[Segment], np.ndarray]], scale: np.ndarray) -> dict:
     closed, opened, jumps, loud_corr, ref_corr = [], [], [], [], []
     for track, segments, pcm in items:
-        for s in segments:
-            if s.viseme == "BMP":
-                closed.append(track[frames_of(s, len(track)), JAW].min() <= CLOSED)
-            elif s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
-                opened.append(track[frames_of(s, len(track)), JAW].max() >= OPEN)
+        shut, opens = phone_scores(track[:, JAW], segments)
+        closed += shut
+        opened += opens
         jumps.append(boundary_jump(track, scale))
         loud_corr.append(np.corrcoef(track[:, JAW], loudness_db(pcm, len(track)))[0, 1])
         ref_corr.append(np.corrcoef(track[:, JAW], reference_jaw(segments, pcm, len(track)))[0, 1])
@@ -139,25 +139,43 @@ def heldout_set(data: Path, limit: int) -> list[tuple[np.ndarray, list[Segment]]
     return out
 
 
-def jfk_set() -> list[tuple[np.ndarray, list[Segment]]]:
-    """jfk.flac at 48 kHz and its phones, force-aligned to the transcript by pocketsphinx."""
+def phone_scores(jaw: np.ndarray, segments: list[Segment]) -> tuple[list[bool], list[bool]]:
+    """Per p/b/m: has a shut frame; per open vowel of >= 60 ms: reaches OPEN."""
+    closed, opened = [], []
+    for s in segments:
+        if s.viseme == "BMP":
+            closed.append(bool(jaw[frames_of(s, len(jaw))].min() <= CLOSED))
+        elif s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
+            opened.append(bool(jaw[frames_of(s, len(jaw))].max() >= OPEN))
+    return closed, opened
+
+
+def align(pcm48: np.ndarray, text: str) -> list[Segment]:
+    """Phone segments of `text` force-aligned to 48 kHz audio by pocketsphinx ([] if it fails)."""
     from pocketsphinx import Decoder
 
+    pcm16 = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.int16)
+    decoder = Decoder(samprate=16000, bestpath=False, loglevel="ERROR")
+    try:
+        decoder.set_align_text(text)
+        for _ in range(2):  # first pass finds the words, the second aligns their phones
+            decoder.start_utt()
+            decoder.process_raw(pcm16.tobytes(), full_utt=True)
+            decoder.end_utt()
+            decoder.set_alignment()
+        return merge([s for word in decoder.get_alignment() for p in word
+                      for s in from_arpabet(p.name, p.start / 100, (p.start + p.duration) / 100)])
+    except (RuntimeError, KeyError, ValueError):
+        return []
+
+
+def jfk_set() -> list[tuple[np.ndarray, list[Segment]]]:
+    """jfk.flac at 48 kHz and its phones, force-aligned to the transcript."""
     from engine.render import audio_stream
 
     blocks, _ = audio_stream(JFK)
     pcm48 = np.concatenate(list(blocks))
-    pcm16 = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.int16)
-    decoder = Decoder(samprate=16000, bestpath=False, loglevel="ERROR")
-    decoder.set_align_text(JFK_TEXT)
-    for _ in range(2):  # first pass finds the words, the second aligns their phones
-        decoder.start_utt()
-        decoder.process_raw(pcm16.tobytes(), full_utt=True)
-        decoder.end_utt()
-        decoder.set_alignment()
-    segments = [s for word in decoder.get_alignment() for p in word
-                for s in from_arpabet(p.name, p.start / 100, (p.start + p.duration) / 100)]
-    return [(pcm48, merge(segments))]
+    return [(pcm48, align(pcm48, JFK_TEXT))]
 
 
 def evaluate(data: Path, weights: Path = WEIGHTS, limit: int = 1000, kinds: tuple[str, ...] = ("dit", "interim")) -> dict:

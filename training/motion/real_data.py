@@ -40,9 +40,12 @@ MAX_OFFSET = 4
 MIN_TRACKED = 0.9  # share of frames with a face for a clip to be used
 
 
+MEL = MelFeatureModule()
+
+
 def features(pcm: np.ndarray, frames: int) -> np.ndarray:
-    mel = MelFeatureModule()
-    return mel(pcm[: frames * SAMPLES_PER_FRAME], frames, mel.initial_state(0))
+    """The engine's own log-mel rows for one clip, from a fresh stream state."""
+    return MEL(pcm[: frames * SAMPLES_PER_FRAME], frames, MEL.initial_state(0))
 
 
 def targets(landmarks: np.ndarray, seed: int) -> np.ndarray:

