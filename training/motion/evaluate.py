@@ -158,11 +158,15 @@ def align(pcm48: np.ndarray, text: str) -> list[Segment]:
     decoder = Decoder(samprate=16000, bestpath=False, loglevel="ERROR")
     try:
         decoder.set_align_text(text)
-        for _ in range(2):  # first pass finds the words, the second aligns their phones
+        # The first pass finds the words; set_alignment() then turns them into a phone
+        # network that the second pass aligns. Calling it again after the second pass
+        # would replace the phone timings with word spans.
+        for second in (False, True):
             decoder.start_utt()
             decoder.process_raw(pcm16.tobytes(), full_utt=True)
             decoder.end_utt()
-            decoder.set_alignment()
+            if not second:
+                decoder.set_alignment()
         return merge([s for word in decoder.get_alignment() for p in word
                       for s in from_arpabet(p.name, p.start / 100, (p.start + p.duration) / 100)])
     except (RuntimeError, KeyError, ValueError):

@@ -8,7 +8,8 @@ random recording channel (channel.degrade: sample rate, telephone band, MP3/Opus
 level, noise, reverb). Every other source is held out whole, never split into windows
 of a trained speaker: heldout.npz keeps their clean audio, fitted motion and the real
 mouth opening for the evaluation. Breathing is not visible in the clips; it comes from
-the procedural idle generator, seeded per clip, so the model keeps breathing.
+the procedural idle generator, seeded per clip, so the model keeps breathing. In the
+training clips the jaw is shut inside every force-aligned p/b/m (shut_bilabials).
 
 Published video is not always in sync: each source's audio/video offset is measured
 (the lag, within +-MAX_OFFSET frames, at which the real mouth opening best follows the
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import motion
-from engine.config import SAMPLES_PER_FRAME
+from engine.config import FPS, SAMPLES_PER_FRAME
 from engine.modules.idle_motion import IdleMotionModule
 from engine.modules.mel_features import MelFeatureModule
 
@@ -34,6 +35,7 @@ from .channel import degrade
 from .real_faces import load
 from .recipe import frame_db
 from .rig_fit import fit_clip, mouth_opening, smooth
+from .transcripts import known_transcript
 
 TRAIN = ("grid-s1",)
 MAX_OFFSET = 4
@@ -55,6 +57,24 @@ def targets(landmarks: np.ndarray, seed: int) -> np.ndarray:
     idle(breath, np.zeros(len(track)), idle.initial_state(seed))
     track[:, motion.INDEX["breath"]] = breath[:, motion.INDEX["breath"]]
     return track
+
+
+def shut_bilabials(track: np.ndarray, pcm: np.ndarray, text: str | None) -> int:
+    """Shut the fitted jaw inside each force-aligned p/b/m; the number of them.
+
+    Lips touch in every p, b and m, but the tracker sees a gap of a few pixels in some
+    (the fit then leaves the jaw at 0.05-0.15, where the trained mouth would learn to stay
+    parted). The phones come from the sentence the clip's name spells.
+    """
+    from .evaluate import align  # pocketsphinx, only for training data
+
+    bilabials = [s for s in (align(pcm, text) if text else []) if s.viseme == "BMP"]
+    centres = (np.arange(len(track)) + 0.5) / FPS
+    for s in bilabials:
+        inside = np.flatnonzero((centres >= s.start) & (centres <= s.end))
+        nearest = min(len(track) - 1, int((s.start + s.end) / 2 * FPS))
+        track[inside if len(inside) else [nearest], motion.INDEX["jaw_open"]] = 0.0
+    return len(bilabials)
 
 
 def lagged_corr(a: np.ndarray, b: np.ndarray, lag: int) -> float:
@@ -94,6 +114,7 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> 
     clips = load(faces)
     train: dict[str, list] = {"features": [], "motion": []}
     held: dict[str, list] = {"features": [], "motion": [], "pcm": [], "opening": [], "names": [], "sources": []}
+    shut = 0
     offsets = {source: av_offset(items) for source, items in clips.items()}
     log(json.dumps({"av_offset_frames": offsets}))
     for source, items in clips.items():
@@ -105,6 +126,7 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> 
             frames = len(landmarks)
             track = targets(landmarks, seed * 100_003 + i)
             if source in TRAIN:
+                shut += shut_bilabials(track, pcm, known_transcript(name, source))
                 for version in [pcm] + [degrade(pcm, rng) for _ in range(copies)]:
                     train["features"].append(features(version, frames))
                     train["motion"].append(track)
@@ -120,7 +142,7 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> 
     np.savez(out / "train.npz", **_packed(train))
     np.savez(out / "heldout.npz", **_packed(held, with_audio=True))
     minutes = sum(len(f) for f in train["features"]) / 25 / 60
-    return {"train_minutes": round(minutes, 1), "heldout_clips": len(held["names"]), "av_offset_frames": offsets}
+    return {"train_minutes": round(minutes, 1), "bilabials_shut": shut, "heldout_clips": len(held["names"]), "av_offset_frames": offsets}
 
 
 def _packed(parts: dict[str, list], with_audio: bool = False) -> dict[str, np.ndarray]:

@@ -48,32 +48,17 @@ from engine.modules.portrait_renderer import PortraitRenderer  # noqa: E402
 from .channel import band_limit, coded, telephone  # noqa: E402
 from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
 from .rig_fit import frames_opening, smooth  # noqa: E402
+from .transcripts import known_transcript  # noqa: E402
 
 CLOSED_MOUTH = ASSETS / "closed-mouth.png"
 JAW = motion.INDEX["jaw_open"]
 SYSTEMS = ("dit", "interim", "loudness", "fitted")
-GRID_WORDS = [
-    {"b": "bin", "l": "lay", "p": "place", "s": "set"},
-    {"b": "blue", "g": "green", "r": "red", "w": "white"},
-    {"a": "at", "b": "by", "i": "in", "w": "with"},
-    None,  # the letter itself
-    {"z": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
-     "8": "eight", "9": "nine"},
-    {"a": "again", "n": "now", "p": "please", "s": "soon"},
-]
-CREMA_D = {"DFA": "don't forget a jacket", "IEO": "it's eleven o'clock", "TIE": "that is exactly what happened"}
 SHEET_TEXT = "Bob bought a big map. Papa, pass me a warm apple pie, please."
 
 
 def transcript(name: str, source: str, pcm48: np.ndarray) -> str | None:
     """The words of a held-out clip: from its name where it spells them, else heard by Whisper."""
-    if source == "grid-other":
-        code = name[-6:]
-        words = [code[3] if table is None else table.get(ch) for ch, table in zip(code, GRID_WORDS)]
-        return " ".join(words) if all(words) else None
-    if source == "crema-d":
-        return CREMA_D.get(name.split("_")[1])
-    return recognise(pcm48)
+    return known_transcript(name, source) or recognise(pcm48)
 
 
 @functools.cache
