@@ -111,7 +111,11 @@ def decode_image(data: bytes) -> np.ndarray:
 
     try:
         with Image.open(io.BytesIO(data)) as img:
-            return np.asarray(ImageOps.exif_transpose(img).convert("RGB"))
+            img = ImageOps.exif_transpose(img)
+            if img.mode.startswith("I"):  # 16-bit grey: convert("RGB") would clip it to white
+                grey = np.asarray(img, np.float64)
+                return np.repeat((grey / max(grey.max(), 1) * 255).astype(np.uint8)[..., None], 3, axis=2)
+            return np.asarray(img.convert("RGB"))
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise NoFaceError(f"the file is not a readable PNG or JPEG image ({exc})") from None
 

@@ -64,6 +64,8 @@ class EngineWorker:
         except Exception as exc:  # one broken session must not take the worker down
             log.exception("session %s failed", session)
             self.sessions.pop(session, None)
+            if isinstance(message, RenderRequest):
+                self.give_back(message)
             self.conn.send(SessionErrorEvent(session, "engine_error", f"{type(exc).__name__}: {exc}"))
 
     def open(self, request: OpenSessionRequest) -> None:
@@ -76,13 +78,19 @@ class EngineWorker:
     def render(self, request: RenderRequest) -> None:
         state = self.sessions.get(request.session_id)
         if state is None:
-            return  # closed while the request was in flight
+            self.give_back(request)  # closed while the request was in flight
+            return
         frames = len(request.slots)
         pcm = np.frombuffer(request.pcm, np.int16)
         if len(pcm) != frames * SAMPLES_PER_FRAME:
             raise ValueError(f"chunk has {len(pcm)} samples, expected {frames * SAMPLES_PER_FRAME}")
         pipeline = self.pipelines[state.of("publish")["avatar"]]
         pipeline.step(AudioChunk(request.first_frame, frames, pcm, tag=request), state)
+
+    def give_back(self, request: RenderRequest) -> None:
+        """Every request is answered, rendered or not: the server owns the ring's free
+        slots and frees these when the answer comes (and nobody waits for it)."""
+        self.conn.send(FramesReadyEvent(request.session_id, request.chunk_id, request.slots))
 
     def publish(self, chunk: FrameChunk) -> None:
         """The publish stage's sink: frames into their ring slots, then a small event."""

@@ -13,6 +13,10 @@ from aiohttp.abc import AbstractAccessLogger
 from .app import create_app
 from .config import ConfigError, ServerConfig
 
+# A connection that has not completed a request's headers this long after it opened
+# (or after its last response) is closed: slow or stalled clients hold no sockets.
+IDLE_TIMEOUT_S = 10.0
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="avatar-server", description=__doc__)
@@ -29,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.avatar:
         config = replace(config, avatar=_prepare_avatar(args.avatar, config.avatars_dir))
     web.run_app(create_app(config), host=config.host, port=config.port, print=None,
-                access_log_class=PathOnlyAccessLogger)
+                access_log_class=PathOnlyAccessLogger, keepalive_timeout=IDLE_TIMEOUT_S)
 
 
 class PathOnlyAccessLogger(AbstractAccessLogger):

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import WSMsgType, web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from engine.config import EngineConfig, motion_delay_frames
 
@@ -23,7 +24,7 @@ from .avatars import MAX_UPLOAD_BYTES, AvatarStore
 from .config import ServerConfig
 from .conversation import NO_LLM, Conversation
 from .engine_client import EngineClient
-from .errors import ApiError, error_middleware, read_json
+from .errors import BODY_TIMEOUT_S, ApiError, error_middleware, parse_json, read_body, read_json
 from .events import EventHub
 from .metrics import Metrics
 from .security import auth_middleware, cors_middleware
@@ -51,10 +52,10 @@ class Server:
         self.asr = SpeechRecognizer()
         self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
         self._asr_warm: asyncio.Task | None = None
-        self._opening = 0
+        self._opening: dict[str | None, int] = {}  # sessions being answered, per client address
         self.metrics = Metrics(self)
         self.engine.on_restart = self.metrics.worker_restarts.inc
-        self.avatars = AvatarStore(config.avatar, config.avatars_dir)
+        self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars)
         self.started = time.time()
 
     async def startup(self, app: web.Application) -> None:
@@ -81,18 +82,16 @@ class Server:
         mode = body.get("mode", "tts")
         if mode not in MODES:
             raise ApiError(400, "bad_mode", f"'mode' must be one of {', '.join(MODES)}")
-        session, local = await self.open_session(sdp, mode, body.get("avatar", "default"))
+        session, local = await self.open_session(sdp, mode, body.get("avatar", "default"), request.remote)
         return web.json_response({"session_id": session.id, "sdp": local.sdp, "type": local.type}, status=201)
 
     async def whep_create(self, request: web.Request) -> web.Response:
         """WHEP (RFC 9725): an SDP offer in, the answer out, and a resource to DELETE."""
         if request.content_type != "application/sdp":
             raise ApiError(415, "bad_content_type", "WHEP offers are sent as application/sdp")
-        raw = await request.content.read(MAX_SDP + 1)
-        if len(raw) > MAX_SDP:
-            raise ApiError(413, "bad_sdp", "SDP offer too large")
+        raw = await read_body(request, MAX_SDP, code="bad_sdp")
         sdp = validate_offer({"sdp": raw.decode(errors="replace"), "type": "offer"})
-        session, local = await self.open_session(sdp, "tts", "default")
+        session, local = await self.open_session(sdp, "tts", "default", request.remote)
         return web.Response(status=201, text=local.sdp, content_type="application/sdp",
                             headers={"Location": f"/whep/{session.id}"})
 
@@ -100,28 +99,39 @@ class Server:
         await self.session(request).close()
         return web.Response(status=200)
 
-    def _admit(self) -> None:
-        if len(self.sessions) + self._opening >= self.config.max_sessions:
+    def _admit(self, client: str | None) -> None:
+        if len(self.sessions) + sum(self._opening.values()) >= self.config.max_sessions:
             self.metrics.sessions_rejected.inc()
             raise ApiError(503, "at_capacity",
                            f"the server is at capacity ({self.config.max_sessions} sessions); try again shortly",
                            {"Retry-After": str(RETRY_AFTER_S)})
+        limit = self.config.max_sessions_per_client
+        held = sum(s.client == client for s in self.sessions.values()) + self._opening.get(client, 0)
+        if limit and held >= limit:
+            self.metrics.sessions_rejected.inc()
+            raise ApiError(429, "too_many_sessions", f"this address already holds {limit} sessions "
+                           "(max_sessions_per_client); close one first", {"Retry-After": str(RETRY_AFTER_S)})
 
-    async def open_session(self, sdp: str, mode: str, avatar_id: object) -> tuple[Session, object]:
+    async def open_session(self, sdp: str, mode: str, avatar_id: object,
+                           client: str | None) -> tuple[Session, object]:
         avatar = self.avatars.path(avatar_id)
-        self._admit()
-        self._opening += 1  # counted while ICE gathers, so a burst cannot overshoot capacity
+        self._admit(client)
+        self._opening[client] = self._opening.get(client, 0) + 1  # counted while ICE gathers: no overshoot
         try:
             session = self._new_session(mode, avatar)
+            session.client = client
             try:
                 local = await answer(session.pc, sdp, session.video, session.audio, hear=mode != "tts")
             except BaseException:
                 await session.close()
                 raise
         finally:
-            self._opening -= 1
+            self._opening[client] -= 1
+            if not self._opening[client]:
+                del self._opening[client]
         self.sessions[session.id] = session
         self.metrics.sessions_created.inc()
+        log.info("session %s started: mode %s, avatar %s, client %s", session.id, mode, avatar.name, client)
         session.pc.on("connectionstatechange", lambda: self._on_state(session))
         session.closed_task = asyncio.create_task(self._forget_when_closed(session))
         return session, local
@@ -132,7 +142,8 @@ class Server:
                                           on_error=lambda e: None)
         session = Session(session_id, peer_connection(self.config), engine, self.tts, EventHub(session_id),
                           self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
-                          mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay)
+                          mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
+                          max_queued=self.config.max_queued_utterances)
         engine.on_error = lambda exc: session.fail(exc.code, str(exc))
         session.on_first_frame = self.metrics.ttff.observe
         session.on_interrupt = self.metrics.interrupts.inc
@@ -188,7 +199,7 @@ class Server:
 
     async def _client_message(self, session: Session, ws: web.WebSocketResponse, data: str) -> None:
         try:
-            message = json.loads(data)
+            message = parse_json(data, code="bad_message")
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "speak":
                 session.speak(_text_field(message))
@@ -196,8 +207,6 @@ class Server:
                 session.interrupt()
             else:
                 raise ApiError(400, "bad_message", "messages are {'type': 'speak', 'text'} or {'type': 'interrupt'}")
-        except ValueError:
-            await ws.send_json(_error_event(session.id, "bad_message", "message is not valid JSON"))
         except ApiError as exc:
             await ws.send_json(_error_event(session.id, exc.code, exc.message))
 
@@ -219,18 +228,21 @@ class Server:
         data = await _upload_bytes(request)
         return web.json_response({"avatar_id": await self.avatars.add(data)}, status=201)
 
+    async def avatars_delete(self, request: web.Request) -> web.Response:
+        self.avatars.delete(request.match_info["id"])
+        return web.Response(status=204)
+
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({
             "status": "ok", "sessions": len(self.sessions), "max_sessions": self.config.max_sessions,
-            "available": max(0, self.config.max_sessions - len(self.sessions) - self._opening),
-            "workers": [{"index": w.index, "pid": w.process.pid, "sessions": len(w.sessions)}
+            "available": max(0, self.config.max_sessions - len(self.sessions) - sum(self._opening.values())),
+            "workers": [{"index": w.index, "pid": w.process.pid, "sessions": len(w.sessions), "free_slots": len(w.free)}
                         for w in self.engine.workers],
             "worker_restarts": self.engine.restarts, "uptime_s": round(time.time() - self.started, 1),
         })
 
     async def metrics_page(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8",
-                            headers={"X-Content-Type": "text/plain; version=0.0.4"})
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def index(self, request: web.Request) -> web.FileResponse:
         return web.FileResponse(ROOT / "static" / "index.html")
@@ -250,14 +262,17 @@ async def _upload_bytes(request: web.Request) -> bytes:
     if (request.content_length or 0) > MAX_UPLOAD_BYTES + 64 * 1024:
         raise ApiError(413, "image_too_large", f"images are limited to {MAX_UPLOAD_BYTES // 2**20} MB")
     if not request.content_type.startswith("multipart/"):
-        return await request.read()
+        return await read_body(request, MAX_UPLOAD_BYTES, code="image_too_large")
     try:
-        reader = await request.multipart()
-        async for part in reader:
-            if part.filename or part.name in ("image", "file"):
-                return await part.read(decode=False)
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            reader = await request.multipart()
+            async for part in reader:
+                if part.filename or part.name in ("image", "file"):
+                    return await part.read(decode=False)
     except (ValueError, AssertionError) as exc:
         raise ApiError(400, "bad_upload", f"malformed multipart body: {exc}") from None
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", f"the upload did not arrive within {BODY_TIMEOUT_S:.0f} s") from None
     raise ApiError(400, "bad_upload", "no image part in the upload (send it as field 'image')")
 
 
@@ -294,6 +309,7 @@ def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(
     app.router.add_delete("/whep/{id}", server.whep_delete)
     app.router.add_get("/v1/avatars", server.avatars_list)
     app.router.add_post("/v1/avatars", server.avatars_add)
+    app.router.add_delete("/v1/avatars/{id}", server.avatars_delete)
     app.router.add_static("/static/", ROOT / "static")
     app.router.add_static("/web/", ROOT / "web")
     return app

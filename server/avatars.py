@@ -20,21 +20,24 @@ from .errors import ApiError
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_PIXELS = 25_000_000
+MAX_SIDE = 8192  # a 65535x381 strip is under MAX_PIXELS, yet no portrait
 MIN_SIDE = 128
-FORMATS = {"PNG", "JPEG"}
+FORMATS = {"PNG", "JPEG", "MPO"}  # MPO: a phone's multi-picture JPEG (its first picture is used)
 
 
 class AvatarStore:
-    """Avatar ids -> prepared portrait paths."""
+    """Avatar ids -> prepared portrait paths; at most `limit` uploads are kept."""
 
-    def __init__(self, default: Path, folder: Path):
-        self.folder = folder
+    def __init__(self, default: Path, folder: Path, limit: int = 100):
+        self.folder, self.limit = folder, limit
         self.paths: dict[str, Path] = {"default": default}
         if folder.is_dir():
-            for path in sorted(folder.glob("*.png")):
+            for path in sorted(folder.glob("*.png"), key=lambda p: p.stat().st_mtime)[-limit:]:
                 if cache_path(path).exists():
                     self.paths[path.stem] = path
         self._pool: ProcessPoolExecutor | None = None
+        # One upload in the helper at a time: one that crashes it fails alone.
+        self._turn = asyncio.Lock()
 
     def path(self, avatar_id: object) -> Path:
         if not isinstance(avatar_id, str) or avatar_id not in self.paths:
@@ -46,18 +49,32 @@ class AvatarStore:
 
     async def add(self, data: bytes) -> str:
         check_image_header(data)
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
-        loop = asyncio.get_running_loop()
-        try:
-            avatar_id = await loop.run_in_executor(self._pool, prepare_upload, data, str(self.folder))
-        except NoFaceError as exc:
-            raise ApiError(422, "no_face", str(exc)) from None
-        except BrokenProcessPool:
-            self._pool = None
-            raise ApiError(422, "bad_image", "the image could not be analysed") from None
+        if len(self.paths) - 1 >= self.limit:
+            raise ApiError(409, "too_many_avatars", f"{self.limit} avatars are stored (max_avatars); "
+                           "DELETE /v1/avatars/{id} one first")
+        async with self._turn:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+            loop = asyncio.get_running_loop()
+            try:
+                avatar_id = await loop.run_in_executor(self._pool, prepare_upload, data, str(self.folder))
+            except NoFaceError as exc:
+                raise ApiError(422, "no_face", str(exc)) from None
+            except BrokenProcessPool:
+                self._pool = None
+                raise ApiError(422, "bad_image", "the image could not be analysed") from None
         self.paths[avatar_id] = self.folder / f"{avatar_id}.png"
         return avatar_id
+
+    def delete(self, avatar_id: str) -> None:
+        """Forget an upload and its files; sessions already using it keep their copy."""
+        if avatar_id == "default":
+            raise ApiError(403, "default_avatar", "the default avatar cannot be deleted")
+        path = self.paths.pop(avatar_id, None)
+        if path is None:
+            raise ApiError(404, "unknown_avatar", f"no avatar '{avatar_id}'")
+        path.unlink(missing_ok=True)
+        cache_path(path).unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -81,6 +98,10 @@ def check_image_header(data: bytes) -> None:
         raise ApiError(415, "bad_image", "the upload is not a PNG or JPEG image") from None
     if kind not in FORMATS:
         raise ApiError(415, "bad_image", f"{kind} images are not supported; use PNG or JPEG")
+    if max(w, h) > 4 * min(w, h):
+        raise ApiError(422, "bad_image", f"{w}x{h} is too narrow for a portrait (sides more than 4:1)")
+    if max(w, h) > MAX_SIDE:
+        raise ApiError(413, "image_too_large", f"{w}x{h}: sides are limited to {MAX_SIDE} pixels")
     if w * h > MAX_PIXELS:
         raise ApiError(413, "image_too_large", f"{w}x{h} is over {MAX_PIXELS // 10**6} megapixels")
     if min(w, h) < MIN_SIDE:

@@ -46,6 +46,12 @@ class ServerConfig:
     ice_credential: str = ""
     max_sessions: int = field(default_factory=_default_max_sessions)
     """Sessions admitted at once; more get 503 with Retry-After, admitted ones are unaffected."""
+    max_sessions_per_client: int = 0
+    """Sessions one client address may hold at once (0: no per-address limit)."""
+    max_queued_utterances: int = 16
+    """Utterances a session may have waiting to be spoken; more speak requests get 429."""
+    max_avatars: int = 100
+    """Uploaded avatars kept; more uploads get 409 until some are deleted."""
     token: str = ""
     """When set, the API, WebSockets and WHEP need `Authorization: Bearer <token>` (or `?token=`)."""
     allowed_origins: tuple[str, ...] = ()

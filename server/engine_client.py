@@ -93,6 +93,9 @@ class WorkerHandle:
         session = self.sessions.get(getattr(message, "session_id", ""))
         if session is not None:
             session.deliver(message)
+        elif isinstance(message, FramesReadyEvent):  # its session closed meanwhile
+            for slot in message.slots:
+                self.release(slot)
 
     def _died(self) -> None:
         if self.dead:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 from aiohttp import web
 
 
@@ -31,19 +34,40 @@ async def error_middleware(request: web.Request, handler):
         return ApiError(exc.status, code, exc.reason).response()
 
 
+BODY_IDLE_S = 10.0  # a body that stops arriving for this long is refused
+BODY_TIMEOUT_S = 60.0  # and one that trickles in, after this long in all
+
+
+async def read_body(request: web.Request, limit: int, code: str = "body_too_large") -> bytes:
+    """The whole request body, however many TCP writes or chunks it came in; 413 past `limit`."""
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, code, f"request body over {limit} bytes")
+    parts, size = [], 0
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            while chunk := await asyncio.wait_for(request.content.read(64 * 1024), BODY_IDLE_S):
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, code, f"request body over {limit} bytes")
+                parts.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", "the request body stopped arriving") from None
+    return b"".join(parts)
+
+
 async def read_json(request: web.Request, limit: int = 256 * 1024) -> dict:
     """The request body as a JSON object, or a 400/413 that says what is wrong."""
-    if request.content_length is not None and request.content_length > limit:
-        raise ApiError(413, "body_too_large", f"request body over {limit} bytes")
-    raw = await request.content.read(limit + 1)
-    if len(raw) > limit:
-        raise ApiError(413, "body_too_large", f"request body over {limit} bytes")
-    try:
-        import json
-
-        body = json.loads(raw)
-    except ValueError:
-        raise ApiError(400, "bad_json", "request body is not valid JSON") from None
+    body = parse_json(await read_body(request, limit))
     if not isinstance(body, dict):
         raise ApiError(400, "bad_json", "request body must be a JSON object")
     return body
+
+
+def parse_json(raw: bytes | str, code: str = "bad_json") -> object:
+    """json.loads whose failures, deep nesting included, are a 400."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, code, "the JSON is nested too deeply") from None
+    except ValueError:
+        raise ApiError(400, code, "not valid JSON") from None

@@ -44,18 +44,18 @@ class _LiveCollector:
         yield GaugeMetricFamily("avatar_sessions", "Live sessions", value=len(sessions))
         yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most",
                                 value=self.server.config.max_sessions)
-        fps = GaugeMetricFamily("avatar_session_fps", "Frames per second sent, per session", labels=["session"])
-        fresh = GaugeMetricFamily("avatar_session_fresh_fps", "Newly rendered frames per second, per session",
-                                  labels=["session"])
-        queue = GaugeMetricFamily("avatar_session_queue_frames", "Rendered frames waiting for playout",
-                                  labels=["session"])
-        for s in sessions:
-            fps.add_metric([s.id], s.fps)
-            fresh.add_metric([s.id], s.fresh_fps)
-            queue.add_metric([s.id], s.playout.buffered)
-        yield fps
-        yield fresh
-        yield queue
+        # Summaries over the live sessions, never one series per session: ids are secrets
+        # that protect a session when no token is set, and per-id series grow without bound.
+        fps = [s.fps for s in sessions] or [0.0]
+        fresh = [s.fresh_fps for s in sessions] or [0.0]
+        yield GaugeMetricFamily("avatar_session_fps_min", "Lowest frames per second sent by a live session",
+                                value=min(fps))
+        yield GaugeMetricFamily("avatar_session_fps_mean", "Mean frames per second sent by live sessions",
+                                value=sum(fps) / len(fps))
+        yield GaugeMetricFamily("avatar_session_fresh_fps_min", "Lowest newly rendered frames per second "
+                                "of a live session", value=min(fresh))
+        yield GaugeMetricFamily("avatar_session_queue_frames_max", "Most rendered frames waiting for playout "
+                                "in a live session", value=max([s.playout.buffered for s in sessions] or [0]))
         for key, help_text in (("played", "Frames played"), ("held", "Ticks with no fresh frame (engine late)"),
                                ("skipped", "Frames skipped because a sender fell behind the clock")):
             live = sum(getattr(s.playout.stats, key) for s in sessions)

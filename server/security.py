@@ -19,7 +19,8 @@ def auth_middleware(token: str):
     @web.middleware
     async def middleware(request: web.Request, handler):
         if token and request.method != "OPTIONS" and request.path.startswith(PROTECTED):
-            given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+            given = credentials.strip() if scheme.lower() == "bearer" else ""  # schemes are case-insensitive
             given = given or request.query.get("token", "")
             if not hmac.compare_digest(given.encode(), token.encode()):
                 raise ApiError(401, "unauthorized", "a valid bearer token is required",

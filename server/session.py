@@ -24,6 +24,7 @@ from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
 
 from .audio_sources.tts import TextToSpeech, TtsError, split_stream
 from .engine_client import EngineError, EngineSession
+from .errors import ApiError
 from .events import EventHub
 from .playout import AVFrame, Playout
 from .speech import Mark, Piece, SpeechQueue, new_utterance_id
@@ -34,7 +35,7 @@ log = logging.getLogger("server.session")
 STATS_PERIOD_S = 1.0
 MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone
 MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
-CONNECT_TIMEOUT_S = 30.0  # a peer that never pulls media does not hold a worker forever
+CONNECT_TIMEOUT_S = 10.0  # a peer that never pulls media does not hold capacity for long
 PEER_SILENT_S = 6.0  # no RTCP receiver report for this long: the viewer is gone (tab closed)
 
 
@@ -43,10 +44,11 @@ class Session:
 
     def __init__(self, session_id: str, pc: RTCPeerConnection, engine: EngineSession, tts: TextToSpeech,
                  hub: EventHub, size: int, chunk_frames: int, lead_frames: int, mode: str = "tts",
-                 echo: bool = True, delay_frames: int = 0):
+                 echo: bool = True, delay_frames: int = 0, max_queued: int = 16):
         self.id, self.pc, self.engine, self.tts, self.hub = session_id, pc, engine, tts, hub
-        self.mode, self.echo = mode, echo
+        self.mode, self.echo, self.max_queued = mode, echo, max_queued
         self.conversation = None  # set by the server in chat mode
+        self.client: str | None = None  # the address that opened it (per-client limits)
         self.chunk_frames, self.lead = chunk_frames, max(lead_frames, chunk_frames)
         self.speech = SpeechQueue()
         silent = (np.zeros(SAMPLES_PER_FRAME, np.int16), [], [])
@@ -85,6 +87,9 @@ class Session:
     # playout; `interrupt` cancels them all through this one path.
     def speak(self, text: str) -> str:
         """Speak `text` sentence by sentence; returns the utterance id."""
+        if len(self._producers) >= self.max_queued:
+            raise ApiError(429, "speech_queue_full", f"this session already has {self.max_queued} utterances "
+                           "waiting (max_queued_utterances); wait for speak_ended or interrupt")
         utterance_id = new_utterance_id()
         self._texts[utterance_id] = text
         self.produce(utterance_id, self.speak_sentences(utterance_id, split_stream(text)))
@@ -98,15 +103,18 @@ class Session:
         try:
             await producer
         except TtsError as exc:
+            log.warning("session %s: speech synthesis failed: %s", self.id, exc)
             self.hub.emit("error", code="tts_failed", message=str(exc))
         finally:
-            self._producers.pop(utterance_id, None)
-            if not self.closed.is_set() and utterance_id not in self.playout.muted:
-                self.speech.finish(utterance_id)
+            # interrupt() forgets its producers first: a cancelled one leaves no end mark
+            still_ours = self._producers.pop(utterance_id, None) is not None
+        if still_ours and not self.closed.is_set():
+            self.speech.finish(utterance_id)
 
     async def speak_sentences(self, utterance_id: str, sentences) -> None:
         async for sentence in sentences:
-            await self.speech.push(utterance_id, await self.tts.synthesize(sentence))
+            if not await self.speech.push(utterance_id, await self.tts.synthesize(sentence, owner=self.id)):
+                return
 
     def open_live(self) -> str:
         """An utterance fed by pushed audio (the agent socket); `push_audio` and `end_live` follow."""
@@ -118,8 +126,7 @@ class Session:
         """Queue pushed audio; False once the utterance was interrupted."""
         if utterance_id not in self._live:
             return False
-        await self.speech.push(utterance_id, pcm48)
-        return True
+        return await self.speech.push(utterance_id, pcm48)
 
     def end_live(self, utterance_id: str) -> None:
         if utterance_id in self._live:
@@ -263,6 +270,8 @@ class Session:
 
     # --- end -------------------------------------------------------------------
     def fail(self, code: str, message: str) -> None:
+        if not self.closed.is_set():
+            log.warning("session %s failed: %s (%s)", self.id, code, message)
         self.hub.emit("error", code=code, message=message)
         self.spawn(self.close())
 
@@ -270,6 +279,9 @@ class Session:
         if self.closed.is_set():
             return
         self.closed.set()
+        log.info("session %s ended after %.1f s: %d frames played, %d held", self.id,
+                 time.monotonic() - self.created, self.playout.stats.played, self.playout.stats.held)
+        self.speech.close()  # producers waiting for queue space give up
         for task in list(self._tasks):
             if task is not asyncio.current_task():
                 task.cancel()

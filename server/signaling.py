@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 
+from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationError
+
 from .config import ServerConfig
 from .errors import ApiError
 
 MAX_SDP = 64 * 1024
+REQUIRED = (("fingerprint", "WebRTC needs the DTLS certificate fingerprint, or the session could never connect"),
+            ("setup", "WebRTC needs the DTLS role (actpass in an offer)"),
+            ("ice-ufrag", "WebRTC needs ICE credentials"), ("ice-pwd", "WebRTC needs ICE credentials"))
 
 
 def validate_offer(body: dict) -> str:
@@ -22,6 +27,11 @@ def validate_offer(body: dict) -> str:
         raise ApiError(400, "bad_sdp", "'sdp' is not an SDP offer (expected 'v=0' and media lines)")
     if "m=video" not in sdp:
         raise ApiError(400, "bad_sdp", "the offer has no video media line; add a recvonly video transceiver")
+    for line in sdp.splitlines():
+        parts = line.strip().split()
+        if line.startswith("m=") and (len(parts) < 4 or not parts[1].isdigit()):
+            raise ApiError(400, "bad_sdp", f"malformed media line {line.strip()[:80]!r}: "
+                           "expected 'm=<media> <port> <proto> <formats>'")
     return sdp
 
 
@@ -44,6 +54,9 @@ async def answer(pc: RTCPeerConnection, sdp: str, video, audio, hear: bool) -> R
     `hear`: accept the client's microphone. Otherwise the answer is send-only, so an
     unread incoming track can never queue up inside aiortc.
     """
+    for attribute, why in REQUIRED:
+        if f"a={attribute}:" not in sdp:
+            raise ApiError(400, "bad_sdp", f"the offer has no 'a={attribute}' line: {why}")
     video_tx = pc.addTransceiver(video, direction="sendonly")
     _prefer_h264(video_tx)
     if "m=audio" in sdp:
@@ -51,6 +64,9 @@ async def answer(pc: RTCPeerConnection, sdp: str, video, audio, hear: bool) -> R
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
         await pc.setLocalDescription(await pc.createAnswer())
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+    except (InvalidAccessError, InvalidStateError, OperationError) as exc:  # aiortc's own words
         raise ApiError(400, "bad_sdp", f"the SDP offer could not be used: {exc}") from None
+    except Exception:  # noqa: BLE001 - anything else a malformed offer trips inside the parser
+        raise ApiError(400, "bad_sdp", "the SDP offer could not be parsed; send the offer the browser "
+                       "created, unmodified") from None
     return pc.localDescription

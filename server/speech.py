@@ -54,18 +54,27 @@ class SpeechQueue:
         self._limit = int(max_seconds * RATE)
         self._space = asyncio.Event()
         self._space.set()
+        self._epoch = 0  # bumped by cancel: pushes waiting across it are dropped
+        self.closed = False
 
     @property
     def buffered(self) -> int:
         return sum(len(s.pcm) for s in self._segments) - self._offset
 
-    async def push(self, utterance_id: str, pcm: np.ndarray) -> None:
-        while self.buffered > self._limit:
+    async def push(self, utterance_id: str, pcm: np.ndarray) -> bool:
+        """Queue audio, waiting while more than the limit is buffered. False (nothing
+        queued) when the queue was cancelled or closed while waiting: that audio belongs
+        to speech that was interrupted."""
+        epoch = self._epoch
+        while self.buffered > self._limit and not self.closed:
             self._space.clear()
             await self._space.wait()
+        if epoch != self._epoch or self.closed:
+            return False
         first = utterance_id not in self._started
         self._started.add(utterance_id)
         self._segments.append(_Segment(utterance_id, pcm.astype(np.int16), first, False))
+        return True
 
     def push_live(self, source: str, pcm: np.ndarray, max_backlog: int) -> None:
         """Append a live stream (a microphone): no start/end marks, and never more than
@@ -91,8 +100,14 @@ class SpeechQueue:
         self._segments.clear()
         self._offset = 0
         self._started.clear()
+        self._epoch += 1
         self._space.set()
         return ids
+
+    def close(self) -> None:
+        """Drop everything and release every waiting producer (the session ended)."""
+        self.closed = True
+        self.cancel()
 
     def read(self, n: int) -> Piece:
         """Exactly n samples: queued speech first, then silence."""

@@ -8,20 +8,24 @@ speak_end starts a new utterance.
 
 from __future__ import annotations
 
-import json
+import asyncio
+import time
 from typing import TYPE_CHECKING
 
 import av
 import numpy as np
 from aiohttp import WSMsgType, web
 
-from ..errors import ApiError
+from ..errors import ApiError, parse_json
 
 if TYPE_CHECKING:
     from ..session import Session
 
 MIN_RATE, MAX_RATE = 8000, 48000
 OUT_RATE = 48000
+MAX_MESSAGE_S = 5.0  # audio in one binary message; longer ones are refused, not queued
+MAX_MESSAGE_BYTES = int(MAX_RATE * 2 * MAX_MESSAGE_S)  # larger frames close the socket (1009)
+MAX_MESSAGES_PER_S = 500  # a flood of tiny messages is read at this pace, not resampled at any rate
 
 
 def parse_rate(request: web.Request) -> int:
@@ -52,26 +56,58 @@ class Resampler:
 
 
 async def serve_agent_audio(session: "Session", request: web.Request, rate: int) -> web.WebSocketResponse:
-    ws = web.WebSocketResponse(heartbeat=20, max_msg_size=2 * 1024 * 1024)
+    ws = web.WebSocketResponse(heartbeat=20, max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
-    resample, utterance = Resampler(rate), None
+    resample, utterance, budget = Resampler(rate), None, RateLimit(MAX_MESSAGES_PER_S)
+    closer = asyncio.ensure_future(_close_with(session, ws))
     try:
         async for msg in ws:
             if session.closed.is_set():
                 break
+            await budget.wait()
             if msg.type == WSMsgType.BINARY:
                 utterance = await _audio(session, ws, resample, utterance, msg.data)
             elif msg.type == WSMsgType.TEXT:
                 utterance = await _control(session, ws, utterance, msg.data)
     finally:
+        closer.cancel()
         if utterance is not None:
             session.end_live(utterance)
     return ws
 
 
+async def _close_with(session: "Session", ws: web.WebSocketResponse) -> None:
+    """The socket ends with its session (deleted, failed or the server stopping)."""
+    await session.closed.wait()
+    await ws.close(code=1001, message=b"session ended")
+
+
+class RateLimit:
+    """A token bucket of `per_s` messages a second (bursts of as many). Beyond it the
+    socket is read more slowly: TCP pushes back on the sender and nothing is lost."""
+
+    def __init__(self, per_s: float):
+        self.per_s, self.tokens, self.at = per_s, per_s, time.monotonic()
+
+    async def wait(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(self.per_s, self.tokens + (now - self.at) * self.per_s)
+        self.at = now
+        if self.tokens < 1:
+            await asyncio.sleep((1 - self.tokens) / self.per_s)
+            self.tokens, self.at = 1.0, time.monotonic()
+        self.tokens -= 1
+
+
 async def _audio(session, ws, resample: Resampler, utterance, data: bytes):
+    if not data:
+        return utterance  # an empty message carries no audio
     if len(data) % 2:
         await _refuse(ws, session, "bad_audio", "binary messages are PCM16: an even number of bytes")
+        return utterance
+    if len(data) > resample.rate * 2 * MAX_MESSAGE_S:
+        await _refuse(ws, session, "audio_too_long", f"one message may carry at most {MAX_MESSAGE_S:.0f} s of "
+                      "audio; send it in smaller pieces (it was dropped)")
         return utterance
     if utterance is None:
         utterance = session.open_live()
@@ -84,9 +120,10 @@ async def _audio(session, ws, resample: Resampler, utterance, data: bytes):
 
 async def _control(session, ws, utterance, data: str):
     try:
-        kind = json.loads(data).get("type")
-    except (ValueError, AttributeError):
-        kind = None
+        message = parse_json(data)
+    except ApiError:
+        message = None
+    kind = message.get("type") if isinstance(message, dict) else None
     if kind == "speak_end":
         if utterance is not None:
             session.end_live(utterance)
@@ -99,6 +136,4 @@ async def _control(session, ws, utterance, data: str):
 
 
 async def _refuse(ws, session, code: str, message: str) -> None:
-    import time
-
     await ws.send_json({"type": "error", "session_id": session.id, "t": time.time(), "code": code, "message": message})

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import wave
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import AsyncIterator, Protocol
 
@@ -32,8 +33,8 @@ class TtsError(Exception):
 
 
 class TextToSpeech(Protocol):
-    async def synthesize(self, sentence: str) -> np.ndarray:
-        """One sentence as 48 kHz mono int16."""
+    async def synthesize(self, sentence: str, owner: str = "") -> np.ndarray:
+        """One sentence as 48 kHz mono int16; `owner` (a session) shares the voice fairly."""
 
 
 def split_sentences(text: str) -> list[str]:
@@ -85,13 +86,21 @@ def _discard_wav(exchange: asyncio.Future) -> None:
 
 
 class PiperTts:
-    """A long-lived `python -m piper` process; sentences are serialised through it."""
+    """A long-lived `python -m piper` process; sentences are serialised through it.
+
+    Waiting sentences are queued per owner (a session) and served round robin, so one
+    session's long backlog never delays another's next sentence; a sentence whose
+    caller is cancelled before its turn (an interrupt) is never synthesised.
+    """
 
     def __init__(self, voice: Path | None = None):
         self.voice = voice or default_voice()
         self._dir = Path(tempfile.mkdtemp(prefix="avatar-tts-"))
         self._proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
+        self._waiting: OrderedDict[str, deque[tuple[str, asyncio.Future]]] = OrderedDict()
+        self._wake = asyncio.Event()
+        self._server: asyncio.Task | None = None
 
     async def start(self) -> None:
         """Launch piper and synthesise one word, so the first real sentence finds the voice loaded."""
@@ -108,16 +117,53 @@ class PiperTts:
             preexec_fn=_lower_priority,
         )
 
-    async def synthesize(self, sentence: str) -> np.ndarray:
+    async def synthesize(self, sentence: str, owner: str = "") -> np.ndarray:
+        if self._server is None or self._server.done():
+            self._server = asyncio.ensure_future(self._serve())
+        exchange: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(owner, deque()).append((" ".join(sentence.split()), exchange))
+        self._wake.set()
         # Shielded: a caller cancelled mid-exchange (an interrupt) must not leave piper's
-        # answer unread, or the next sentence would receive this one's audio.
-        exchange = asyncio.ensure_future(self._exchange(" ".join(sentence.split())))
+        # answer unread, or the next sentence would receive this one's audio. One cancelled
+        # before its turn is skipped (its future is cancelled with it).
         try:
             path = await asyncio.shield(exchange)
         except asyncio.CancelledError:
-            exchange.add_done_callback(_discard_wav)
+            if not exchange.cancel():
+                exchange.add_done_callback(_discard_wav)
             raise
         return await asyncio.to_thread(_read_wav, path)
+
+    def _next(self) -> tuple[str, asyncio.Future] | None:
+        """The next live request, taking owners in turn."""
+        while self._waiting:
+            owner, queue = next(iter(self._waiting.items()))
+            line, exchange = queue.popleft()
+            self._waiting.move_to_end(owner)
+            if not queue:
+                del self._waiting[owner]
+            if not exchange.done():
+                return line, exchange
+        return None
+
+    async def _serve(self) -> None:
+        while True:
+            request = self._next()
+            if request is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            line, exchange = request
+            try:
+                path = await self._exchange(line)
+            except Exception as exc:  # noqa: BLE001 - the caller hears of every failure
+                if not exchange.done():
+                    exchange.set_exception(exc if isinstance(exc, TtsError) else TtsError(f"speech synthesis failed: {exc}"))
+            else:
+                if exchange.done():  # cancelled meanwhile: nobody reads this file
+                    path.unlink(missing_ok=True)
+                else:
+                    exchange.set_result(path)
 
     async def _exchange(self, line: str) -> Path:
         async with self._lock:
@@ -148,6 +194,8 @@ class PiperTts:
         self._proc = None
 
     async def close(self) -> None:
+        if self._server is not None:
+            self._server.cancel()
         await self._kill()
         shutil.rmtree(self._dir, ignore_errors=True)
 

@@ -150,10 +150,11 @@ async def test_metrics_report_sessions_frames_and_first_frame_times(server):
             assert res.status == 200 and res.content_type == "text/plain"
             text = await res.text()
     await viewer.close()
-    for name in ("avatar_sessions ", "avatar_session_fps{", "avatar_frames_played_total",
+    for name in ("avatar_sessions ", "avatar_session_fps_min ", "avatar_frames_played_total",
                  "avatar_frames_held_total", "avatar_time_to_first_frame_seconds_count",
-                 "avatar_worker_restarts_total", "avatar_interrupts_total", "avatar_session_queue_frames{"):
+                 "avatar_worker_restarts_total", "avatar_interrupts_total", "avatar_session_queue_frames_max "):
         assert name in text, name
+    assert viewer.session_id not in text  # ids are what protects a session when no token is set
     played = float(next(l for l in text.splitlines() if l.startswith("avatar_frames_played_total")).split()[-1])
     assert played >= 30
 
