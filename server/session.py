@@ -247,16 +247,25 @@ class Session:
         return (datetime.datetime.now(datetime.timezone.utc) - latest).total_seconds()
 
     async def _stats(self) -> None:
-        last_sent, last_played, last_t = 0, 0, time.monotonic()
+        last_sent, last_played, last_bytes, last_t = 0, 0, 0, time.monotonic()
         while not self.closed.is_set():
             await asyncio.sleep(STATS_PERIOD_S)
             now = time.monotonic()
-            played = self.playout.stats.played
+            played, sent_bytes = self.playout.stats.played, await self._video_bytes_sent()
             self.fps = round((self.video.sent - last_sent) / (now - last_t), 2)
             self.fresh_fps = round((played - last_played) / (now - last_t), 2)
-            last_sent, last_played, last_t = self.video.sent, played, now
+            video_kbps = round((sent_bytes - last_bytes) * 8 / 1000 / (now - last_t), 1)
+            last_sent, last_played, last_bytes, last_t = self.video.sent, played, sent_bytes, now
             self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * 40,
-                          av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held)
+                          av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held, video_kbps=video_kbps)
+
+    async def _video_bytes_sent(self) -> int:
+        """RTP payload bytes sent on the video track so far (what the encoder made of the link)."""
+        for sender in self.pc.getSenders():
+            if sender.track is self.video:
+                stats = (await sender.getStats()).values()
+                return sum(s.bytesSent for s in stats if s.type == "outbound-rtp")
+        return 0
 
     def _first_frame(self) -> None:
         self.ttff_ms = (time.monotonic() - self.created) * 1000

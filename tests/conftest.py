@@ -29,12 +29,13 @@ def free_port() -> int:
 class ServerProcess:
     """`python -m server` as a user runs it, with its log kept for failures."""
 
-    def __init__(self, env: dict[str, str] | None = None):
+    def __init__(self, env: dict[str, str] | None = None, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()):
+        """`prefix`: a command to run the server under (e.g. `ip netns exec NAME`)."""
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.log = open(ARTIFACTS / f"server-{self.port}.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "--port", str(self.port)],
+            [*prefix, sys.executable, "-m", "server", "--host", host, "--port", str(self.port)],
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
         )
 
