@@ -286,6 +286,19 @@ async def _forward(queue: asyncio.Queue, ws: web.WebSocketResponse) -> None:
     await ws.close()
 
 
+def _files(folder: Path):
+    """Files under `folder`; a miss is the API's 404 body, like every other refusal."""
+    folder = folder.resolve()
+
+    async def handler(request: web.Request) -> web.FileResponse:
+        path = (folder / request.match_info["path"]).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():
+            raise ApiError(404, "not_found", f"no file {request.path}")
+        return web.FileResponse(path)
+
+    return handler
+
+
 def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                tts: TextToSpeech | None = None) -> web.Application:
     server = Server(config, engine_config, tts)
@@ -310,6 +323,6 @@ def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(
     app.router.add_get("/v1/avatars", server.avatars_list)
     app.router.add_post("/v1/avatars", server.avatars_add)
     app.router.add_delete("/v1/avatars/{id}", server.avatars_delete)
-    app.router.add_static("/static/", ROOT / "static")
-    app.router.add_static("/web/", ROOT / "web")
+    for prefix in ("static", "web"):
+        app.router.add_get(f"/{prefix}/{{path:.+}}", _files(ROOT / prefix))
     return app

@@ -54,6 +54,9 @@ async def test_requests_without_the_token_are_refused(ops_server):
             assert res.status == 401
         async with http.get(ops_server.url + "/v1/avatars", headers=AUTH) as res:
             assert res.status == 200
+        lower = {"Authorization": AUTH["Authorization"].replace("Bearer", "bearer")}
+        async with http.get(ops_server.url + "/v1/avatars", headers=lower) as res:
+            assert res.status == 200  # auth schemes are case-insensitive (RFC 9110)
         async with http.get(ops_server.url + "/healthz") as res:
             assert res.status == 200  # health stays open for load balancers
 

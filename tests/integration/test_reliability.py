@@ -356,3 +356,50 @@ async def test_11_slow_clients_are_cut_off(server):
     status, body = await raw_request(server.port, [head, b'{"sdp": '])
     assert status == 408 and json.loads(body)["error"]["code"] == "body_timeout"
     assert time.monotonic() - t0 < 15
+
+
+# --- smaller items --------------------------------------------------------------
+async def test_grey_16_bit_and_phone_mpo_portraits_are_accepted(limited):
+    import io
+
+    import skimage.data
+    from PIL import Image
+    from tests.integration.test_avatars import upload
+
+    async with aiohttp.ClientSession() as http:  # make room in the two-avatar store
+        async with http.get(limited.url + "/v1/avatars") as res:
+            for avatar in await res.json():
+                if not avatar["default"]:
+                    await http.delete(f"{limited.url}/v1/avatars/{avatar['avatar_id']}")
+    grey = skimage.data.astronaut()[:, :, 1].astype(np.uint16) * 257
+    png16 = io.BytesIO()
+    Image.fromarray(grey).save(png16, "PNG")
+    status, body = await upload(limited.url, png16.getvalue(), "grey16.png")
+    assert status == 201, body
+    mpo = io.BytesIO()
+    frames = [Image.fromarray(skimage.data.astronaut()[8:, 8:]), Image.fromarray(skimage.data.astronaut())]
+    frames[0].save(mpo, "MPO", save_all=True, append_images=frames[1:])
+    assert Image.open(io.BytesIO(mpo.getvalue())).format == "MPO"
+    status, body = await upload(limited.url, mpo.getvalue(), "phone.jpg")
+    assert status == 201, body
+
+
+async def test_static_misses_answer_the_api_error_body(server):
+    async with aiohttp.ClientSession() as http:
+        async with http.get(server.url + "/static/no-such-file.js") as res:
+            assert res.status == 404 and (await res.json())["error"]["code"] == "not_found"
+
+
+async def test_session_start_end_and_failure_are_logged_without_secrets(limited):
+    pc, sdp = await offer()
+    await pc.close()
+    async with aiohttp.ClientSession() as http:
+        async with http.post(limited.url + "/v1/sessions?token=s3cret", json={"sdp": sdp}) as res:
+            session_id = (await res.json())["session_id"]
+    await asyncio.sleep(11.5)  # it never connects: not_connected after 10 s
+    with open(limited.log.name) as f:
+        log = f.read()
+    assert f"session {session_id} started" in log
+    assert f"session {session_id} failed: not_connected" in log
+    assert f"session {session_id} ended" in log
+    assert "s3cret" not in log
