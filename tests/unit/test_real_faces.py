@@ -86,3 +86,14 @@ def test_real_faces_data_train_and_evaluate_run_end_to_end(tmp_path):
     for system in ("dit", "interim", "loudness"):
         assert {"real_corr", "amplitude", "closure", "open_vowel", "jfk_closure"} <= set(result[system])
     assert result["loudness"]["real_corr"] > 0.2, "the loudness mouth follows real mouths a little"
+
+
+def test_forced_alignment_times_phones_not_words():
+    """p/b/m closure is scored inside the phone: `align` must not hand back word spans."""
+    from training.motion.evaluate import jfk_set
+
+    (_, segments), = jfk_set()
+    bilabials = [s for s in segments if s.viseme == "BMP"]
+    assert len(bilabials) == 2  # the m of "my" and of "americans"
+    assert all(0.03 <= s.end - s.start <= 0.15 for s in bilabials), bilabials
+    assert len({s.start for s in segments}) > 0.8 * len(segments)  # phones of a word start apart

@@ -8,8 +8,9 @@ random recording channel (channel.degrade: sample rate, telephone band, MP3/Opus
 level, noise, reverb). Every other source is held out whole, never split into windows
 of a trained speaker: heldout.npz keeps their clean audio, fitted motion and the real
 mouth opening for the evaluation. Breathing is not visible in the clips; it comes from
-the procedural idle generator, seeded per clip, so the model keeps breathing. In the
-training clips the jaw is shut inside every force-aligned p/b/m (shut_bilabials).
+the procedural idle generator, seeded per clip, so the model keeps breathing. With
+`--shut-bilabials` the training clips' jaw is also shut inside every force-aligned p/b/m
+(an experiment: the committed weights were trained without it; see the README).
 
 Published video is not always in sync: each source's audio/video offset is measured
 (the lag, within +-MAX_OFFSET frames, at which the real mouth opening best follows the
@@ -109,12 +110,12 @@ def usable(landmarks: np.ndarray) -> bool:
     return len(landmarks) >= 20 and np.isfinite(landmarks[:, 0, 0]).mean() >= MIN_TRACKED
 
 
-def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> dict:
+def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = False, log=print) -> dict:
     rng = np.random.default_rng(seed)
     clips = load(faces)
     train: dict[str, list] = {"features": [], "motion": []}
     held: dict[str, list] = {"features": [], "motion": [], "pcm": [], "opening": [], "names": [], "sources": []}
-    shut = 0
+    shut_count = 0
     offsets = {source: av_offset(items) for source, items in clips.items()}
     log(json.dumps({"av_offset_frames": offsets}))
     for source, items in clips.items():
@@ -126,7 +127,8 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> 
             frames = len(landmarks)
             track = targets(landmarks, seed * 100_003 + i)
             if source in TRAIN:
-                shut += shut_bilabials(track, pcm, known_transcript(name, source))
+                if shut:
+                    shut_count += shut_bilabials(track, pcm, known_transcript(name, source))
                 for version in [pcm] + [degrade(pcm, rng) for _ in range(copies)]:
                     train["features"].append(features(version, frames))
                     train["motion"].append(track)
@@ -142,7 +144,8 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, log=print) -> 
     np.savez(out / "train.npz", **_packed(train))
     np.savez(out / "heldout.npz", **_packed(held, with_audio=True))
     minutes = sum(len(f) for f in train["features"]) / 25 / 60
-    return {"train_minutes": round(minutes, 1), "bilabials_shut": shut, "heldout_clips": len(held["names"]), "av_offset_frames": offsets}
+    return {"train_minutes": round(minutes, 1), "bilabials_shut": shut_count, "heldout_clips": len(held["names"]),
+            "av_offset_frames": offsets}
 
 
 def _packed(parts: dict[str, list], with_audio: bool = False) -> dict[str, np.ndarray]:
@@ -162,8 +165,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(".cache/real-data"))
     parser.add_argument("--copies", type=int, default=3, help="degraded versions of each training clip")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shut-bilabials", action="store_true",
+                        help="shut the fitted jaw inside force-aligned p/b/m of the training clips")
     args = parser.parse_args()
-    print(json.dumps(build(args.faces, args.out, args.copies, args.seed)))
+    print(json.dumps(build(args.faces, args.out, args.copies, args.seed, args.shut_bilabials)))
 
 
 if __name__ == "__main__":
