@@ -70,21 +70,23 @@ async def test_1_oversized_agent_frames_are_refused_and_leave_no_memory_behind(s
     before = rss_mb(server.proc.pid)
     agent = AgentClient(server.url, viewer.session_id)
     closes = []
-    for _ in range(3):  # 2 MB frames at 8 kHz: 131 s of audio each
-        async with aiohttp.ClientSession() as http:
-            async with http.ws_connect(f"{server.url}/v1/sessions/{viewer.session_id}/audio?rate=8000") as ws:
-                await ws.send_bytes(np.zeros(1 << 20, np.int16).tobytes())
-                msg = await ws.receive(timeout=10)
-                closes.append(msg.type)
-    assert all(t in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED) for t in closes), closes
-    # Within the frame limit but over the 5 s per message: an error event, the socket lives.
-    voice = await agent.open_audio(8000)
-    await voice.push(np.zeros(8000 * 6, np.int16))
-    error = json.loads((await voice.ws.receive(timeout=5)).data)
-    assert error["code"] == "audio_too_long" and "5 s" in error["message"]
-    await voice.close()
-    await agent.close()
-    await viewer.close()
+    try:
+        for _ in range(3):  # 2 MB frames at 8 kHz: 131 s of audio each
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(f"{server.url}/v1/sessions/{viewer.session_id}/audio?rate=8000") as ws:
+                    await ws.send_bytes(np.zeros(1 << 20, np.int16).tobytes())
+                    msg = await ws.receive(timeout=10)
+                    closes.append(msg.type)
+        assert all(t in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED) for t in closes), closes
+        # Within the frame limit but over the 5 s per message: an error event, the socket lives.
+        voice = await agent.open_audio(8000)
+        await voice.push(np.zeros(8000 * 6, np.int16))
+        error = json.loads((await voice.ws.receive(timeout=5)).data)
+        assert error["code"] == "audio_too_long" and "5 s" in error["message"]
+        await voice.close()
+    finally:
+        await agent.close()
+        await viewer.close()
     await asyncio.sleep(1.0)
     assert rss_mb(server.proc.pid) - before < 150
 
@@ -94,10 +96,12 @@ async def test_1_a_producer_blocked_on_a_full_queue_ends_with_its_session(server
     await viewer.connect()
     async with aiohttp.ClientSession() as http:
         ws = await http.ws_connect(f"{server.url}/v1/sessions/{viewer.session_id}/audio?rate=48000")
-        for _ in range(6):  # 30 s of audio: more than the 20 s queue, so the socket blocks
-            await ws.send_bytes(np.full(48000 * 5, 100, np.int16).tobytes())
-        await asyncio.sleep(1.0)
-        assert await viewer.close() == 204
+        try:
+            for _ in range(25):  # 25 s of audio: more than the 20 s queue, so the socket blocks
+                await ws.send_bytes(np.full(48000, 100, np.int16).tobytes())
+            await asyncio.sleep(1.0)
+        finally:
+            assert await viewer.close() == 204
         t0 = time.monotonic()
         while not ws.closed and time.monotonic() - t0 < 5:
             await ws.receive(timeout=5 - (time.monotonic() - t0))
