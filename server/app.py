@@ -24,7 +24,7 @@ from .config import ServerConfig
 from .conversation import NO_LLM, Conversation
 from .engine_client import EngineClient
 from .errors import BODY_TIMEOUT_S, ApiError, error_middleware, parse_json, read_body, read_json
-from .events import EventHub
+from .events import EventHub, event
 from .metrics import Metrics
 from .security import auth_middleware, cors_middleware
 from .session import Session
@@ -98,8 +98,13 @@ class Server:
         await self.session(request).close()
         return web.Response(status=200)
 
+    @property
+    def held(self) -> int:
+        """Places taken: live sessions and those still being answered."""
+        return len(self.sessions) + sum(self._opening.values())
+
     def _admit(self, client: str | None) -> None:
-        if len(self.sessions) + sum(self._opening.values()) >= self.config.max_sessions:
+        if self.held >= self.config.max_sessions:
             self.metrics.sessions_rejected.inc()
             raise ApiError(503, "at_capacity",
                            f"the server is at capacity ({self.config.max_sessions} sessions); try again shortly",
@@ -182,10 +187,9 @@ class Server:
         await ws.prepare(request)
         queue = session.hub.subscribe()
         if session.ttff_ms is not None:
-            await ws.send_json({"type": "first_frame", "session_id": session.id, "t": time.time(),
-                                "ttff_ms": round(session.ttff_ms, 1)})
+            await ws.send_json(event(session.id, "first_frame", ttff_ms=round(session.ttff_ms, 1)))
         if session.mode == "chat" and not self.llm.configured:
-            await ws.send_json(_error_event(session.id, "llm_not_configured", NO_LLM))
+            await ws.send_json(event(session.id, "error", code="llm_not_configured", message=NO_LLM))
         sender = asyncio.create_task(_forward(queue, ws))
         try:
             async for msg in ws:
@@ -207,7 +211,7 @@ class Server:
             else:
                 raise ApiError(400, "bad_message", "messages are {'type': 'speak', 'text'} or {'type': 'interrupt'}")
         except ApiError as exc:
-            await ws.send_json(_error_event(session.id, exc.code, exc.message))
+            await ws.send_json(event(session.id, "error", code=exc.code, message=exc.message))
 
     async def agent_audio(self, request: web.Request) -> web.WebSocketResponse:
         session = self.session(request)
@@ -234,9 +238,9 @@ class Server:
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({
             "status": "ok", "sessions": len(self.sessions), "max_sessions": self.config.max_sessions,
-            "available": max(0, self.config.max_sessions - len(self.sessions) - sum(self._opening.values())),
-            "workers": [{"index": w.index, "pid": w.process.pid, "sessions": len(w.sessions), "free_slots": len(w.free)}
-                        for w in self.engine.workers],
+            "available": max(0, self.config.max_sessions - self.held),
+            "workers": [{"index": w.index, "pid": w.process.pid, "sessions": len(w.sessions),
+                         "free_slots": len(w.free)} for w in self.engine.workers],
             "worker_restarts": self.engine.restarts, "uptime_s": round(time.time() - self.started, 1),
         })
 
@@ -273,10 +277,6 @@ async def _upload_bytes(request: web.Request) -> bytes:
     except TimeoutError:
         raise ApiError(408, "body_timeout", f"the upload did not arrive within {BODY_TIMEOUT_S:.0f} s") from None
     raise ApiError(400, "bad_upload", "no image part in the upload (send it as field 'image')")
-
-
-def _error_event(session_id: str, code: str, message: str) -> dict:
-    return {"type": "error", "session_id": session_id, "t": time.time(), "code": code, "message": message}
 
 
 async def _forward(queue: asyncio.Queue, ws: web.WebSocketResponse) -> None:

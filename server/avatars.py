@@ -49,10 +49,10 @@ class AvatarStore:
 
     async def add(self, data: bytes) -> str:
         check_image_header(data)
-        if len(self.paths) - 1 >= self.limit:
-            raise ApiError(409, "too_many_avatars", f"{self.limit} avatars are stored (max_avatars); "
-                           "DELETE /v1/avatars/{id} one first")
-        async with self._turn:
+        async with self._turn:  # the cap is checked in turn: concurrent uploads cannot overshoot it
+            if len(self.paths) - 1 >= self.limit:
+                raise ApiError(409, "too_many_avatars", f"{self.limit} avatars are stored (max_avatars); "
+                               "DELETE /v1/avatars/{id} one first")
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
             loop = asyncio.get_running_loop()
@@ -63,7 +63,7 @@ class AvatarStore:
             except BrokenProcessPool:
                 self._pool = None
                 raise ApiError(422, "bad_image", "the image could not be analysed") from None
-        self.paths[avatar_id] = self.folder / f"{avatar_id}.png"
+            self.paths[avatar_id] = self.folder / f"{avatar_id}.png"
         return avatar_id
 
     def delete(self, avatar_id: str) -> None:

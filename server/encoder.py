@@ -3,8 +3,8 @@
 Stock aiortc encodes with x264's default preset (8 ms per 512x512 frame here, 1 ms
 with ultrafast) and recreates the encoder, with a keyframe, on every REMB change
 over 10 %. Here the receiver's estimate (REMB) moves the bitrate with hysteresis
-(BitrateControl): down at once when the link is clearly narrower, up in steps of at
-most a quarter and only after the estimate has held for a while. A change reopens
+(BitrateControl): down at once when the link is clearly narrower, up one probe step
+(x1.2) when the estimate is above what is sent. A change reopens
 x264 (PyAV cannot retune an open encoder: measured, its bit_rate is read once), so
 changes are rare: at most one every MIN_CHANGE_S, never a keyframe storm.
 """
@@ -17,8 +17,8 @@ from typing import Iterator
 
 import av
 from aiortc import rtcrtpsender
-from aiortc.codecs import h264
 from aiortc.codecs import get_encoder as stock_get_encoder
+from aiortc.codecs import h264
 
 FPS = 25
 MIN_BITRATE = 150_000  # below this a 512x512 face is mush; frames keep flowing regardless
@@ -82,11 +82,10 @@ class RealtimeH264Encoder(h264.H264Encoder):
     def _open(self, width: int, height: int) -> av.VideoCodecContext:
         codec = av.CodecContext.create("libx264", "w")
         codec.width, codec.height = width, height
-        codec.bit_rate = self.control.rate
+        rate = codec.bit_rate = self.control.rate
         codec.pix_fmt = "yuv420p"
         codec.framerate = fractions.Fraction(FPS, 1)
         codec.time_base = fractions.Fraction(1, FPS)
-        rate = self.control.rate
         # The VBV caps every frame, keyframes too, at half a second of the link's bits: a
         # keyframe larger than a narrow link's queue would be lost again and again.
         codec.options = {"preset": "ultrafast", "tune": "zerolatency", "level": "31", "g": str(2 * FPS),

@@ -9,6 +9,11 @@ from typing import Any
 QUEUE_LIMIT = 256  # a subscriber that stops reading loses its oldest events, never our memory
 
 
+def event(session_id: str, type_: str, **fields: Any) -> dict:
+    """One api.md event: its type, the session, server wall time, then its own fields."""
+    return {"type": type_, "session_id": session_id, "t": time.time(), **fields}
+
+
 class EventHub:
     """Publishes api.md events for one session."""
 
@@ -25,12 +30,12 @@ class EventHub:
         self._subscribers.discard(queue)
 
     def emit(self, type_: str, **fields: Any) -> dict:
-        event = {"type": type_, "session_id": self.session_id, "t": time.time(), **fields}
+        message = event(self.session_id, type_, **fields)
         for queue in self._subscribers:
             if queue.full():
                 queue.get_nowait()  # drop oldest
-            queue.put_nowait(event)
-        return event
+            queue.put_nowait(message)
+        return message
 
     def close(self) -> None:
         for queue in self._subscribers:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
-
 from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationError
 
 from .config import ServerConfig
@@ -54,6 +53,7 @@ async def answer(pc: RTCPeerConnection, sdp: str, video, audio, hear: bool) -> R
     `hear`: accept the client's microphone. Otherwise the answer is send-only, so an
     unread incoming track can never queue up inside aiortc.
     """
+    # Checked here, after mode and avatar: a request wrong in several ways names those first.
     for attribute, why in REQUIRED:
         if f"a={attribute}:" not in sdp:
             raise ApiError(400, "bad_sdp", f"the offer has no 'a={attribute}' line: {why}")

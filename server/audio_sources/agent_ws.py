@@ -17,6 +17,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from ..errors import ApiError, parse_json
+from ..events import event
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -136,4 +137,4 @@ async def _control(session, ws, utterance, data: str):
 
 
 async def _refuse(ws, session, code: str, message: str) -> None:
-    await ws.send_json({"type": "error", "session_id": session.id, "t": time.time(), "code": code, "message": message})
+    await ws.send_json(event(session.id, "error", code=code, message=message))

@@ -158,7 +158,8 @@ class PiperTts:
                 path = await self._exchange(line)
             except Exception as exc:  # noqa: BLE001 - the caller hears of every failure
                 if not exchange.done():
-                    exchange.set_exception(exc if isinstance(exc, TtsError) else TtsError(f"speech synthesis failed: {exc}"))
+                    failure = exc if isinstance(exc, TtsError) else TtsError(f"speech synthesis failed: {exc}")
+                    exchange.set_exception(failure)
             else:
                 if exchange.done():  # cancelled meanwhile: nobody reads this file
                     path.unlink(missing_ok=True)

@@ -66,9 +66,13 @@ def kbps_between(events: list[dict], t0: float, t1: float) -> list[float]:
     return [e["video_kbps"] for e in events if e["type"] == "stats" and t0 <= e["t"] <= t1]
 
 
-@pytest.mark.xfail(strict=True, reason="measured: the bitrate falls to ~150 kbit/s on the 400 kbit/s link, "
-                   "but the aiortc viewer then decodes under 1 fps and the estimate never climbs back")
-async def test_bitrate_follows_a_narrow_lossy_link_and_recovers(link):
+@pytest.fixture(scope="module")
+def narrowed(link) -> dict:
+    """One session through a wide, then narrow, then wide again link: what was measured."""
+    return asyncio.run(_narrow_and_widen())
+
+
+async def _narrow_and_widen() -> dict:
     with ServerProcess(host=NS_IP, prefix=("ip", "netns", "exec", NS)) as server:
         viewer = AvatarViewer(server.url)
         await viewer.connect()
@@ -92,8 +96,19 @@ async def test_bitrate_follows_a_narrow_lossy_link_and_recovers(link):
             recovered = kbps_between(events, lifted_at + 12, time.time())
         finally:
             await viewer.close()
-    print({"wide_kbps": wide, "narrow_kbps": narrow, "limited_fps": round(limited_fps, 1), "recovered_kbps": recovered})
-    assert min(wide) > 600, wide
-    assert max(narrow) < 420, f"the bitrate did not follow the 400 kbit/s link: {narrow}"
-    assert limited_fps > 10, "frames stopped flowing on the narrow link"
-    assert max(recovered) > 600, f"the bitrate did not recover: {recovered}"
+    measured = {"wide_kbps": wide, "narrow_kbps": narrow, "limited_fps": round(limited_fps, 1),
+                "recovered_kbps": recovered}
+    print(measured)
+    return measured
+
+
+def test_bitrate_falls_below_a_narrow_lossy_link(narrowed):
+    assert min(narrowed["wide_kbps"]) > 600, narrowed
+    assert max(narrowed["narrow_kbps"]) < 420, f"the bitrate did not follow the 400 kbit/s link: {narrowed}"
+
+
+@pytest.mark.xfail(strict=True, reason="measured: on the 400 kbit/s link the aiortc viewer decodes under 1 fps, "
+                   "and after the link is lifted the estimate never climbs back")
+def test_frames_flow_on_the_narrow_link_and_the_bitrate_recovers(narrowed):
+    assert narrowed["limited_fps"] > 10, f"frames stopped flowing on the narrow link: {narrowed}"
+    assert max(narrowed["recovered_kbps"]) > 600, f"the bitrate did not recover: {narrowed}"

@@ -28,15 +28,17 @@ from pathlib import Path
 import numpy as np
 
 from engine import motion
-from engine.config import FPS, SAMPLES_PER_FRAME
+from engine.config import SAMPLES_PER_FRAME
 from engine.modules.idle_motion import IdleMotionModule
 from engine.modules.mel_features import MelFeatureModule
 
 from .channel import degrade
+from .evaluate import align
 from .real_faces import load
 from .recipe import frame_db
 from .rig_fit import fit_clip, mouth_opening, smooth
 from .transcripts import known_transcript
+from .visemes import frames_of
 
 TRAIN = ("grid-s1",)
 MAX_OFFSET = 4
@@ -67,14 +69,9 @@ def shut_bilabials(track: np.ndarray, pcm: np.ndarray, text: str | None) -> int:
     (the fit then leaves the jaw at 0.05-0.15, where the trained mouth would learn to stay
     parted). The phones come from the sentence the clip's name spells.
     """
-    from .evaluate import align  # pocketsphinx, only for training data
-
     bilabials = [s for s in (align(pcm, text) if text else []) if s.viseme == "BMP"]
-    centres = (np.arange(len(track)) + 0.5) / FPS
     for s in bilabials:
-        inside = np.flatnonzero((centres >= s.start) & (centres <= s.end))
-        nearest = min(len(track) - 1, int((s.start + s.end) / 2 * FPS))
-        track[inside if len(inside) else [nearest], motion.INDEX["jaw_open"]] = 0.0
+        track[frames_of(s, len(track), slack=0.0), motion.INDEX["jaw_open"]] = 0.0
     return len(bilabials)
 
 

@@ -135,9 +135,10 @@ def mouth_curves(segments: list[Segment], frames: int) -> np.ndarray:
     return out
 
 
-def frames_of(segment: Segment, frames: int) -> np.ndarray:
-    """Frames whose centre falls within the segment (20 ms slack), at least the nearest one."""
+def frames_of(segment: Segment, frames: int, slack: float = 0.02) -> np.ndarray:
+    """Frames whose centre falls within the segment (`slack` seconds either side), at
+    least the nearest one."""
     centres = (np.arange(frames) + 0.5) / FPS
-    hit = np.flatnonzero((centres >= segment.start - 0.02) & (centres <= segment.end + 0.02))
+    hit = np.flatnonzero((centres >= segment.start - slack) & (centres <= segment.end + slack))
     nearest = min(frames - 1, int((segment.start + segment.end) / 2 * FPS))
     return hit if len(hit) else np.array([nearest])
