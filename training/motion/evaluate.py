@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # "one core": no BLAS threads
+if __name__ == "__main__":  # "one core": no BLAS threads, set before numpy loads. Only when
+    # run as a script: an import must not change the environment that later children inherit
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
