@@ -15,6 +15,8 @@ from .config import MOTION_MODELS
 from .modules.audio_features import AudioFeatureModule
 from .modules.idle_motion import IdleMotionModule
 from .modules.interim_motion import InterimMotionModule
+from .modules.lip_closure import WEIGHTS as CLOSURE_WEIGHTS
+from .modules.lip_closure import LipClosure
 from .modules.mel_features import MelFeatureModule
 from .modules.motion_dit import WEIGHTS, MotionDiT
 from .modules.portrait_renderer import PortraitRenderer
@@ -27,10 +29,12 @@ from .stages.publish import PublishStage, Sink
 from .state import RollingState
 
 
-def motion_stages(kind: str = "dit", weights: Path = WEIGHTS) -> list:
-    """Context and audio-to-motion stages: the trained MotionDiT, or the INTERIM mapping."""
+def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | None = CLOSURE_WEIGHTS) -> list:
+    """Context and audio-to-motion stages: the trained MotionDiT (with the lip-closure
+    detector unless `closure` is None), or the INTERIM mapping."""
     if kind == "dit":
-        return [ContextStage(MelFeatureModule()), MotionStage(MotionDiT(weights))]
+        detector = LipClosure(closure) if closure else None
+        return [ContextStage(MelFeatureModule()), MotionStage(MotionDiT(weights), closure=detector)]
     if kind == "interim":
         return [ContextStage(AudioFeatureModule()), InterimMotionStage(InterimMotionModule(), IdleMotionModule())]
     raise ValueError(f"unknown motion model {kind!r}; choose one of {MOTION_MODELS}")

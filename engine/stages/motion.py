@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import motion
+from ..modules.lip_closure import LipClosure
 from ..modules.mel_features import DIM as AUDIO_DIM
 from ..modules.mel_features import SILENCE
 from ..modules.motion_dit import MotionDiT
@@ -43,9 +44,15 @@ class SamplerConfig:
     """Scale of the published jaw's opening beyond shut lips (SHUT; the rolling window keeps the
     model's own). Sampled from the flow's centre the mouth is a little more conservative than a
     real one (training/motion/real_eval.py, the README's figures)."""
+    closure_gate: tuple[float, float] = (0.15, 0.35)
+    """LipClosure probabilities between which the published jaw goes from the model's own
+    opening to shut (linearly): below the first the detector is ignored, above the second
+    the lips meet."""
 
 
 JAW = motion.INDEX["jaw_open"]
+PARTING = [JAW, motion.INDEX["upper_lip"]]
+LOWER = motion.INDEX["lower_lip"]
 SHUT = 0.1  # jaw_open at or below which the lips are shut
 LIMITS = {"jaw_open": (0, 1), "lip_round": (0, 1), "upper_lip": (0, 1), "blink_l": (0, 1), "blink_r": (0, 1)}
 
@@ -53,12 +60,14 @@ LIMITS = {"jaw_open": (0, 1), "lip_round": (0, 1), "upper_lip": (0, 1), "blink_l
 class MotionStage(Stage[AudioFeatures, MotionChunk]):
     name = "motion"
 
-    def __init__(self, model: MotionDiT, sampler: SamplerConfig = SamplerConfig()):
-        self.model = model
+    def __init__(self, model: MotionDiT, sampler: SamplerConfig = SamplerConfig(), closure: LipClosure | None = None):
+        self.model, self.closure, self.gate = model, closure, sampler.closure_gate
         c = model.config
         self.chunk, self.context = c.chunk, c.window - c.chunk
         if not 1 <= ANCHOR < self.chunk <= self.context:
             raise ValueError("the window must hold a whole chunk after its context, anchor inside the chunk")
+        if closure and (closure.config.lookahead != c.lookahead or closure.config.rows > self.context + 1):
+            raise ValueError("the closure detector must hear as far ahead as the motion model, inside its window")
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
         self.jaw_gain = sampler.jaw_gain
         self.temperature = np.ones(motion.DIM, np.float32)
@@ -78,11 +87,30 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
     def run(self, data: AudioFeatures, state: dict[str, Any]) -> MotionChunk:
         if len(data.features) % self.chunk:
             raise ValueError(f"chunks must hold a multiple of {self.chunk} frames")
-        out = [self.step(data.features[i: i + self.chunk], state) for i in range(0, len(data.features), self.chunk)]
+        out, shut = [], []
+        for i in range(0, len(data.features), self.chunk):
+            out.append(self.step(data.features[i: i + self.chunk], state))
+            # from the rows step() has just rolled into the window
+            shut.append(self.shut(state["features"]) if self.closure else np.zeros(self.chunk, np.float32))
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
         jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
-        coeffs[:, JAW] = np.minimum(np.where(jaw > SHUT, SHUT + (jaw - SHUT) * self.jaw_gain, jaw), self.high[JAW])
+        jaw = np.minimum(np.where(jaw > SHUT, SHUT + (jaw - SHUT) * self.jaw_gain, jaw), self.high[JAW])
+        coeffs[:, JAW] = jaw
+        open_ = 1 - np.concatenate(shut)[:, None]  # the lips meet: no opening, raise or drop is left
+        coeffs[:, PARTING] *= open_
+        coeffs[:, LOWER] = np.where(coeffs[:, LOWER] > 0, coeffs[:, LOWER] * open_[:, 0], coeffs[:, LOWER])
         return MotionChunk(data.chunk.first_frame, coeffs, data.chunk.tag)
+
+    def shut(self, feats: np.ndarray) -> np.ndarray:
+        """How far to shut each frame of the window after its context (0..1), from LipClosure.
+
+        The window's rows carry the features `lookahead` frames ahead of their frame, so the
+        last `rows` rows up to a frame's own are the detector's input for it.
+        """
+        rows = self.closure.config.rows
+        windows = np.stack([feats[i + 1 - rows: i + 1] for i in range(self.context, len(feats))])
+        low, high = self.gate
+        return np.clip((self.closure.probability(windows) - low) / (high - low), 0, 1).astype(np.float32)
 
     def step(self, features: np.ndarray, state: dict[str, Any]) -> np.ndarray:
         """One N chunk (and the I chunk before it): the next `chunk` final frames."""

@@ -158,3 +158,72 @@ def test_streaming_and_batch_give_the_same_frames(jfk_pcm48):
     batched = np.concatenate([chunk.frames.copy() for chunk, _ in batch_frames(pieces, DEFAULT_AVATAR, seed=5)])
     assert batched.shape == streamed.shape == (100, 768, 512)
     assert np.array_equal(batched, streamed)
+
+
+def test_lip_closure_numpy_equals_the_torch_model():
+    import torch
+
+    from engine.modules.lip_closure import LipClosure, LipClosureConfig
+    from training.motion.closure import ClosureNet
+
+    config = LipClosureConfig(members=2)
+    torch.manual_seed(0)
+    net = ClosureNet(config)
+    with torch.no_grad():
+        net.feature_mean.normal_()
+        net.feature_std.uniform_(0.5, 2)
+    params = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    rows = np.random.default_rng(0).standard_normal((5, config.rows, 80)).astype(np.float32)
+    with torch.no_grad():
+        expected = net.probability(torch.from_numpy(rows)).numpy()
+    got = LipClosure.from_params(params, config).probability(rows)
+    assert expected.std() > 1e-3  # the members do not all answer the same
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def constant_closure(probability: float):
+    """A LipClosure whose answer is `probability` whatever it hears."""
+    from engine.modules.lip_closure import LipClosure, LipClosureConfig
+
+    config = LipClosureConfig(members=1)
+    params = {"feature_mean": np.zeros(config.input_dim), "feature_std": np.ones(config.input_dim),
+              "members.0.row.weight": np.zeros((config.row_dim, config.input_dim)),
+              "members.0.row.bias": np.zeros(config.row_dim),
+              "members.0.fc1.weight": np.zeros((config.hidden, config.rows * config.row_dim)),
+              "members.0.fc1.bias": np.zeros(config.hidden),
+              "members.0.fc2.weight": np.zeros((1, config.hidden)),
+              "members.0.fc2.bias": np.array([np.log(probability / (1 - probability))])}
+    return LipClosure.from_params(params, config)
+
+
+def test_the_closure_detector_shuts_the_published_lips_and_leaves_the_models_window(jfk_pcm48):
+    from engine.modules.mel_features import MelFeatureModule
+    from engine.stages.context import ContextStage
+
+    pcm = jfk_pcm48[: 3 * 48000]
+    model = MotionDiT(WEIGHTS)
+    plain, stages = [], {}
+    for p in (None, 0.05, 0.99):
+        stage = MotionStage(model, closure=None if p is None else constant_closure(p))
+        stages[p] = stage
+        plain.append(run([ContextStage(MelFeatureModule()), stage], pcm))
+    never, always = plain[1], plain[2]
+    mouth = [motion.INDEX[k] for k in ("jaw_open", "upper_lip")]
+    assert plain[0][:, 0].max() > 0.5, "the speech opens the mouth"
+    np.testing.assert_array_equal(never, plain[0])  # under the gate the detector changes nothing
+    assert np.abs(always[:, mouth]).max() == 0 and always[:, motion.INDEX["lower_lip"]].max() <= 0
+    others = [i for i in range(motion.DIM) if i not in mouth + [motion.INDEX["lower_lip"]]]
+    np.testing.assert_array_equal(always[:, others], plain[0][:, others])  # and only the lips
+
+
+def test_the_engine_shuts_the_lips_for_the_m_of_real_speech(jfk_pcm48):
+    """jfk.flac: both force-aligned m's ("my", "americans") shut; its open vowels still open."""
+    from training.motion.evaluate import jfk_set, phone_scores, run_motion
+
+    (pcm, segments), = jfk_set()
+    jaw = run_motion("dit", pcm)[0][:, motion.INDEX["jaw_open"]]
+    closed, opened = phone_scores(jaw, segments)
+    assert len(closed) == 2 and all(closed)
+    assert np.mean(opened) >= 0.8
+    alone = run_motion("dit", pcm, closure=None)[0][:, motion.INDEX["jaw_open"]]
+    assert np.corrcoef(jaw, alone)[0, 1] > 0.9, "the detector shuts the lips, it does not redraw the mouth"

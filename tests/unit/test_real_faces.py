@@ -74,6 +74,12 @@ def test_real_faces_data_train_and_evaluate_run_end_to_end(tmp_path):
     train = np.load(data / "train.npz")
     assert len(train["features"]) == len(train["motion"]) == train["starts"][-1] > 100
     assert train["motion"][:, J].max() > 0.1, "the real mouth opens"
+    assert len(train["bilabial"]) == len(train["features"]) and 0 < train["bilabial"].mean() < 0.3, \
+        "the force-aligned p/b/m of the sentence label some frames"
+    closure = run("training.motion.closure", "--data", str(data), "--out", str(tmp_path / "c.safetensors"),
+                  "--steps", "5")
+    assert closure.returncode == 0, closure.stderr
+    assert json.loads(closure.stdout.splitlines()[-1])["steps"] == 5
     held = np.load(data / "heldout.npz")
     assert set(held["sources"]) == {"grid-other", "obama", "crema-d"}, "whole sources are held out"
     trained = run("training.motion.train", "--data", str(data), "--out", str(weights), "--steps", "5",

@@ -37,6 +37,7 @@ import numpy as np  # noqa: E402
 
 from engine import motion  # noqa: E402
 from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E402
+from engine.modules.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
 from engine.modules.motion_dit import WEIGHTS  # noqa: E402
 from engine.pipeline import motion_stages  # noqa: E402
 from engine.stage import AudioChunk  # noqa: E402
@@ -57,14 +58,15 @@ def streamed_frames(pcm: np.ndarray) -> int:
     return len(pcm) // SAMPLES_PER_FRAME // CHUNK * CHUNK
 
 
-def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 0) -> tuple[np.ndarray, float]:
+def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 0,
+               closure: Path | None = CLOSURE_WEIGHTS) -> tuple[np.ndarray, float]:
     """(frames, DIM) motion of a whole recording, streamed in two-frame chunks; and CPU seconds taken.
 
     A model with lookahead makes frame t's motion when the audio of t + lookahead has
     arrived: the stream gets that much trailing silence, and the first outputs (frames
     before the recording) are dropped, so row t is frame t's motion, as a viewer sees it.
     """
-    stages, state = motion_stages(kind, weights), RollingState()
+    stages, state = motion_stages(kind, weights, closure), RollingState()
     for stage in stages:
         stage.init_state(state.of(stage.name), seed)
     delay = motion_delay_frames(kind, weights)
@@ -184,7 +186,8 @@ def jfk_set() -> list[tuple[np.ndarray, list[Segment]]]:
     return [(pcm48, align(pcm48, JFK_TEXT))]
 
 
-def evaluate(data: Path, weights: Path = WEIGHTS, limit: int = 1000, kinds: tuple[str, ...] = ("dit", "interim")) -> dict:
+def evaluate(data: Path, weights: Path = WEIGHTS, limit: int = 1000,
+             kinds: tuple[str, ...] = ("dit", "interim")) -> dict:
     sets = {"heldout_flite_slt": heldout_set(data, limit), "jfk": jfk_set()}
     result = {}
     for kind in kinds:

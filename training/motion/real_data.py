@@ -62,17 +62,19 @@ def targets(landmarks: np.ndarray, seed: int) -> np.ndarray:
     return track
 
 
-def shut_bilabials(track: np.ndarray, pcm: np.ndarray, text: str | None) -> int:
-    """Shut the fitted jaw inside each force-aligned p/b/m; the number of them.
+def bilabial_frames(pcm: np.ndarray, text: str | None, frames: int) -> np.ndarray:
+    """(frames,) uint8: 1 inside each force-aligned p/b/m of the sentence the clip's name spells.
 
-    Lips touch in every p, b and m, but the tracker sees a gap of a few pixels in some
-    (the fit then leaves the jaw at 0.05-0.15, where the trained mouth would learn to stay
-    parted). The phones come from the sentence the clip's name spells.
+    The labels of the lip-closure detector (training/motion/closure.py); with
+    --shut-bilabials also where the fitted jaw is set shut: lips touch in every p, b and
+    m, but the tracker sees a gap of a few pixels in some (the fit then leaves the jaw at
+    0.05-0.15, where a trained mouth learns to stay parted).
     """
-    bilabials = [s for s in (align(pcm, text) if text else []) if s.viseme == "BMP"]
-    for s in bilabials:
-        track[frames_of(s, len(track), slack=0.0), motion.INDEX["jaw_open"]] = 0.0
-    return len(bilabials)
+    label = np.zeros(frames, np.uint8)
+    for s in align(pcm, text) if text else []:
+        if s.viseme == "BMP":
+            label[frames_of(s, frames, slack=0.0)] = 1
+    return label
 
 
 def lagged_corr(a: np.ndarray, b: np.ndarray, lag: int) -> float:
@@ -110,9 +112,9 @@ def usable(landmarks: np.ndarray) -> bool:
 def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = False, log=print) -> dict:
     rng = np.random.default_rng(seed)
     clips = load(faces)
-    train: dict[str, list] = {"features": [], "motion": []}
+    train: dict[str, list] = {"features": [], "motion": [], "bilabial": []}
     held: dict[str, list] = {"features": [], "motion": [], "pcm": [], "opening": [], "names": [], "sources": []}
-    shut_count = 0
+    bilabials = 0
     offsets = {source: av_offset(items) for source, items in clips.items()}
     log(json.dumps({"av_offset_frames": offsets}))
     for source, items in clips.items():
@@ -124,11 +126,14 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = F
             frames = len(landmarks)
             track = targets(landmarks, seed * 100_003 + i)
             if source in TRAIN:
+                label = bilabial_frames(pcm, known_transcript(name, source), frames)
+                bilabials += int((np.diff(label, prepend=0) == 1).sum())
                 if shut:
-                    shut_count += shut_bilabials(track, pcm, known_transcript(name, source))
+                    track[label == 1, motion.INDEX["jaw_open"]] = 0.0
                 for version in [pcm] + [degrade(pcm, rng) for _ in range(copies)]:
                     train["features"].append(features(version, frames))
                     train["motion"].append(track)
+                    train["bilabial"].append(label)
             else:
                 held["features"].append(features(pcm, frames))
                 held["motion"].append(track)
@@ -141,7 +146,8 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = F
     np.savez(out / "train.npz", **_packed(train))
     np.savez(out / "heldout.npz", **_packed(held, with_audio=True))
     minutes = sum(len(f) for f in train["features"]) / 25 / 60
-    return {"train_minutes": round(minutes, 1), "bilabials_shut": shut_count, "heldout_clips": len(held["names"]),
+    return {"train_minutes": round(minutes, 1), "bilabials": bilabials, "bilabials_shut": shut,
+            "heldout_clips": len(held["names"]),
             "av_offset_frames": offsets}
 
 
@@ -149,6 +155,8 @@ def _packed(parts: dict[str, list], with_audio: bool = False) -> dict[str, np.nd
     starts = np.cumsum([0] + [len(f) for f in parts["features"]])
     out = {"features": np.concatenate(parts["features"]).astype(np.float16),
            "motion": np.concatenate(parts["motion"]).astype(np.float32), "starts": starts}
+    if parts.get("bilabial"):
+        out["bilabial"] = np.concatenate(parts["bilabial"])
     if with_audio:
         out |= {"pcm": np.concatenate(parts["pcm"]), "pcm_starts": starts * SAMPLES_PER_FRAME,
                 "opening": np.concatenate(parts["opening"]).astype(np.float32),

@@ -6,7 +6,8 @@ For every held-out real clip (real_data.py: other GRID speakers, the White House
 address, CREMA-D) the clip's own audio drives each system exactly as a live session
 does (two-frame chunks); the motion is rendered by the real portrait renderer and
 mediapipe face mesh measures the mouth opening on the rendered frames, as it did on the
-real video. Systems: the trained MotionDiT (`dit`), the INTERIM loudness module, a
+real video. Systems: the trained MotionDiT with the lip-closure detector as the engine
+runs it (`dit`) and without it (`dit_alone`), the INTERIM loudness module, a
 `loudness` mouth (the jaw follows the clip's level between its floor and its peaks) and
 `fitted`, the rig coefficients fitted to the real face itself: the check of the fit,
 and the ceiling of what rig and renderer can show.
@@ -54,7 +55,7 @@ from .transcripts import known_transcript  # noqa: E402
 
 CLOSED_MOUTH = ASSETS / "closed-mouth.png"
 JAW = motion.INDEX["jaw_open"]
-SYSTEMS = ("dit", "interim", "loudness", "fitted")
+SYSTEMS = ("dit", "dit_alone", "interim", "loudness", "fitted")
 SHEET_TEXT = "Bob bought a big map. Papa, pass me a warm apple pie, please."
 
 
@@ -95,6 +96,8 @@ def loudness_mouth(pcm: np.ndarray, frames: int) -> np.ndarray:
 def track(system: str, pcm: np.ndarray, weights: Path) -> np.ndarray:
     if system == "loudness":
         return loudness_mouth(pcm, streamed_frames(pcm))
+    if system == "dit_alone":
+        return run_motion("dit", pcm, weights, closure=None)[0]
     return run_motion(system, pcm, weights)[0]
 
 
