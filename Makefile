@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first.
-.PHONY: run test setup bench motion-data real-data train-motion eval-motion
+.PHONY: run test setup bench motion-data real-data train-motion train-closure eval-motion
 
 setup:
 	@scripts/setup.sh
@@ -26,6 +26,9 @@ real-data: setup
 
 train-motion: setup
 	.venv/bin/python -m training.motion.train --data .cache/real-data .cache/motion-data --steps 20000 --lookahead 2 --seed 0
+
+train-closure: setup
+	.venv/bin/python -m training.motion.closure --data .cache/real-data .cache/motion-data --steps 8000 --seed 0
 
 eval-motion: setup
 	.venv/bin/python -m training.motion.real_eval --data .cache/real-data --sheets .cache/sheets
