@@ -8,7 +8,7 @@ run: setup
 	.venv/bin/avatar-server $(ARGS)
 
 test: setup
-	.venv/bin/python -m pytest $(ARGS)
+	scripts/test.sh $(ARGS)
 
 bench: setup
 	.venv/bin/python bench/session.py

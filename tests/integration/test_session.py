@@ -1,6 +1,7 @@
 """End to end over real WebRTC: a real aiortc peer watches and hears the avatar speak."""
 
 import asyncio
+import os
 import time
 
 import aiohttp
@@ -78,3 +79,22 @@ async def test_interrupt_silences_audio_and_reports_played_time(server):
         assert not any(e["type"] == "speak_ended" for e in events)
     finally:
         await viewer.close()
+
+
+@pytest.mark.skipif(os.environ.get("AVATAR_TEST_NETNS") != "inside",
+                    reason="no private network namespace could be made here (scripts/test.sh): the suites use "
+                           "this machine's network")
+async def test_webrtc_test_traffic_stays_in_the_private_namespace(server):
+    """scripts/test.sh runs the suites in a namespace whose only non-loopback address is
+    198.18.0.1: both peers offer it and nothing else, and media flows over it."""
+    viewer = AvatarViewer(server.url)
+    answer = await viewer.connect()
+    try:
+        hosts = {line.split()[4] for line in answer["sdp"].splitlines()
+                 if line.startswith("a=candidate") and " typ host" in line}
+        offered = {line.split()[4] for line in viewer.pc.localDescription.sdp.splitlines()
+                   if line.startswith("a=candidate")}
+        assert hosts == offered == {"198.18.0.1"}
+        await viewer.wait_frames(25)
+    finally:
+        assert await viewer.close() == 204
