@@ -1,6 +1,7 @@
 """Soak: one session for N minutes (default 10), speaking every 10 s. Prints JSON.
 
-RSS slope of the server and its workers after warm-up (MB/min), the largest gap between
+RSS slope of the server and its workers after warm-up (MB/min; also per process: server,
+piper, engine), the largest gap between
 video frames at a real aiortc client, fps, and the drift of the A/V offset measured at the
 client (each stream's arrival time minus its media time; their difference should not move).
 The same figures for the bare aiortc server over a shorter run are the baseline.
@@ -33,14 +34,24 @@ SENTENCES = ["The quick brown fox jumps over the lazy dog, again and again.",
 WARM_UP_S = 120.0
 
 
-def tree_rss_mb(pid: int) -> float:
+def tree_rss_mb(pid: int) -> dict[str, float]:
+    """RSS (MB) of the server's process tree, in all and per kind: the server itself,
+    piper (the TTS process) and the rest (engine workers, helpers)."""
     root = psutil.Process(pid)
-    procs = [root, *root.children(recursive=True)]
-    return sum(p.memory_info().rss for p in procs if p.is_running()) / 2**20
+    out = {"all": 0.0, "server": 0.0, "piper": 0.0, "engine": 0.0}
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            rss, cmdline = p.memory_info().rss / 2**20, " ".join(p.cmdline())
+        except psutil.NoSuchProcess:  # a child that has just ended (a recycled piper)
+            continue
+        kind = "server" if p.pid == pid else "piper" if "-m piper" in cmdline else "engine"
+        out[kind] += rss
+        out["all"] += rss
+    return out
 
 
-def slope_per_min(samples: list[tuple[float, float]], skip_s: float) -> float:
-    pts = [(t, v) for t, v in samples if t >= skip_s]
+def slope_per_min(samples: list[tuple[float, dict]], skip_s: float, kind: str = "all") -> float:
+    pts = [(t, v[kind]) for t, v in samples if t >= skip_s]
     if len(pts) < 3:
         return float("nan")
     t, v = np.array(pts).T
@@ -78,11 +89,14 @@ async def soak(proc, minutes: float, speak: bool) -> dict:
     gaps = np.diff(arrivals) * 1000
     offsets = av_offsets(viewer)
     warm = [o for k, o in enumerate(offsets) if (k + 1) * 30 > WARM_UP_S] or offsets
+    warm_s = min(WARM_UP_S, minutes * 30)
     await viewer.close()
     return {
         "minutes": minutes,
-        "rss_mb_start": round(samples[0][1], 1), "rss_mb_end": round(samples[-1][1], 1),
-        "rss_slope_mb_per_min_after_warmup": round(slope_per_min(samples, min(WARM_UP_S, minutes * 30)), 3),
+        "rss_mb_start": round(samples[0][1]["all"], 1), "rss_mb_end": round(samples[-1][1]["all"], 1),
+        "rss_slope_mb_per_min_after_warmup": round(slope_per_min(samples, warm_s), 3),
+        "rss_mb_end_by_process": {k: round(v, 1) for k, v in samples[-1][1].items() if k != "all"},
+        "rss_slope_by_process": {k: round(slope_per_min(samples, warm_s, k), 3) for k in ("server", "piper", "engine")},
         "max_frame_gap_ms": round(float(gaps.max()), 1), "frame_gaps_over_250ms": int((gaps > 250).sum()),
         "fps": round(len(arrivals) / (arrivals[-1] - arrivals[0]), 2),
         "av_offset_ms_first_last": [round(warm[0], 1), round(warm[-1], 1)] if warm else None,

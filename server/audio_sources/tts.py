@@ -26,6 +26,12 @@ SYNTH_TIMEOUT_S = 30.0
 TTS_NICENESS = 5  # below rendering, but the first sentence is on the reply's critical path
 OUT_RATE = 48_000
 WARM_UP = ("Ready.", "The voice is loaded and ready to speak.")
+RECYCLE_FACTOR = 3.0
+"""piper's process never gives memory back: warmed up it holds 184 MB, the longest sentence the
+server sends (MAX_SENTENCE characters) takes it to ~430-450 MB, where 40 more sentences leave
+it, and over hours it still steps up by ~10 MB now and then (its ONNX runtime). Once it holds
+this many times its warmed-up size it is replaced by a fresh one, at a moment when no
+sentence waits, so a server that runs for days stays bounded."""
 
 
 class TtsError(Exception):
@@ -79,6 +85,15 @@ def _lower_priority() -> None:
     os.nice(TTS_NICENESS)
 
 
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux /proc; 0 where it cannot be read)."""
+    try:
+        resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def _discard_wav(exchange: asyncio.Future) -> None:
     """Delete the WAV of an exchange whose caller went away."""
     if not exchange.cancelled() and exchange.exception() is None:
@@ -90,11 +105,15 @@ class PiperTts:
 
     Waiting sentences are queued per owner (a session) and served round robin, so one
     session's long backlog never delays another's next sentence; a sentence whose
-    caller is cancelled before its turn (an interrupt) is never synthesised.
+    caller is cancelled before its turn (an interrupt) is never synthesised. A process
+    grown past `recycle_factor` times its warmed-up size is replaced while idle.
     """
 
-    def __init__(self, voice: Path | None = None):
+    def __init__(self, voice: Path | None = None, recycle_factor: float = RECYCLE_FACTOR):
         self.voice = voice or default_voice()
+        self.recycle_factor = recycle_factor
+        self._base_mb: float | None = None  # the process's size after its warm-up
+        self.recycled = 0
         self._dir = Path(tempfile.mkdtemp(prefix="avatar-tts-"))
         self._proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
@@ -105,10 +124,30 @@ class PiperTts:
     async def start(self) -> None:
         """Launch piper and synthesise one word, so the first real sentence finds the voice loaded."""
         async with self._lock:
-            await self._launch()
-            for text in WARM_UP:  # the first runs load the voice, scipy and onnxruntime's kernels
-                path = await asyncio.wait_for(self._ask(text), SYNTH_TIMEOUT_S * 2)
-                await asyncio.to_thread(_read_wav, path)
+            await self._warm(WARM_UP)
+
+    async def _warm(self, texts: tuple[str, ...]) -> None:
+        await self._launch()
+        for text in texts:  # the first runs load the voice, scipy and onnxruntime's kernels
+            path = await asyncio.wait_for(self._ask(text), SYNTH_TIMEOUT_S * 2)
+            await asyncio.to_thread(_read_wav, path)
+        assert self._proc
+        self._base_mb = _rss_mb(self._proc.pid)
+
+    async def _recycle_if_grown(self) -> None:
+        """Replace a process grown past its warmed-up size by a fresh, warmed-up one."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None or self._base_mb is None:
+            return
+        if _rss_mb(proc.pid) <= self._base_mb * self.recycle_factor:
+            return
+        async with self._lock:
+            await self._kill()
+            try:
+                await self._warm(WARM_UP[:1])
+            except (asyncio.TimeoutError, ConnectionError):
+                await self._kill()  # the next sentence launches it again, and reports a failure
+            self.recycled += 1
 
     async def _launch(self) -> None:
         self._proc = await asyncio.create_subprocess_exec(
@@ -150,6 +189,9 @@ class PiperTts:
         while True:
             request = self._next()
             if request is None:
+                await self._recycle_if_grown()
+                if self._waiting:  # arrived while the voice was reloading
+                    continue
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -170,11 +212,15 @@ class PiperTts:
         async with self._lock:
             if self._proc is None or self._proc.returncode is not None:
                 await self._launch()
+                self._base_mb = None  # a cold process: sized after its first sentence
             try:
-                return await asyncio.wait_for(self._ask(line), SYNTH_TIMEOUT_S)
+                path = await asyncio.wait_for(self._ask(line), SYNTH_TIMEOUT_S)
             except (asyncio.TimeoutError, ConnectionError) as exc:
                 await self._kill()
                 raise TtsError(f"speech synthesis failed: {exc or 'timeout'}") from None
+            if self._base_mb is None and self._proc:
+                self._base_mb = _rss_mb(self._proc.pid)
+            return path
 
     async def _ask(self, line: str) -> Path:
         assert self._proc and self._proc.stdin and self._proc.stderr

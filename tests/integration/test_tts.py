@@ -29,3 +29,24 @@ async def test_cancelled_sentence_does_not_leak_into_the_next():
         assert len(short) / 48000 < 1.5
     finally:
         await tts.close()
+
+
+async def test_a_grown_piper_is_replaced_while_idle_and_the_voice_goes_on():
+    """Bounded by construction: allowed no growth, piper is replaced once a sentence has grown it."""
+    import psutil
+
+    tts = PiperTts(recycle_factor=1.0)
+    await tts.start()
+    try:
+        first = tts._proc.pid
+        before = await tts.synthesize("Yes.")
+        for _ in range(100):  # the recycle happens once the queue is empty
+            await asyncio.sleep(0.1)
+            if tts.recycled:
+                break
+        assert tts.recycled >= 1 and tts._proc.pid != first
+        assert not psutil.pid_exists(first), "the old process is gone, not left behind"
+        after = await tts.synthesize("Yes.")
+        assert abs(len(after) - len(before)) < 0.25 * len(before)
+    finally:
+        await tts.close()
