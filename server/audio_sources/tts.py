@@ -25,13 +25,17 @@ MAX_SENTENCE = 240
 SYNTH_TIMEOUT_S = 30.0
 TTS_NICENESS = 5  # below rendering, but the first sentence is on the reply's critical path
 OUT_RATE = 48_000
-WARM_UP = ("Ready.", "The voice is loaded and ready to speak.")
-RECYCLE_FACTOR = 3.0
-"""piper's process never gives memory back: warmed up it holds 184 MB, the longest sentence the
-server sends (MAX_SENTENCE characters) takes it to ~430-450 MB, where 40 more sentences leave
-it, and over hours it still steps up by ~10 MB now and then (its ONNX runtime). Once it holds
-this many times its warmed-up size it is replaced by a fresh one, at a moment when no
-sentence waits, so a server that runs for days stays bounded."""
+WARM_UP = ("Ready.", "The voice is loaded and ready to speak, and this sentence is about as long as the longest "
+           "that the server ever hands it in one piece, so that every buffer it will need is made now, "
+           "before anybody waits for an answer.")
+"""The first runs load the voice, scipy and onnxruntime's kernels. piper's process never gives
+memory back and grows with the longest sentence it has read (184 MB after a short one, 430-450 MB
+after one of MAX_SENTENCE characters, flat over 40 more): warmed up on one that long, its size
+is its working size from the start."""
+RECYCLE_FACTOR = 1.5
+"""Over hours piper still steps up by ~10 MB now and then (its ONNX runtime). Once it holds this
+many times its warmed-up size it is replaced by a fresh one, at a moment when no sentence
+waits, so a server that runs for days stays bounded."""
 
 
 class TtsError(Exception):
@@ -128,7 +132,7 @@ class PiperTts:
 
     async def _warm(self, texts: tuple[str, ...]) -> None:
         await self._launch()
-        for text in texts:  # the first runs load the voice, scipy and onnxruntime's kernels
+        for text in texts:
             path = await asyncio.wait_for(self._ask(text), SYNTH_TIMEOUT_S * 2)
             await asyncio.to_thread(_read_wav, path)
         assert self._proc
@@ -144,7 +148,7 @@ class PiperTts:
         async with self._lock:
             await self._kill()
             try:
-                await self._warm(WARM_UP[:1])
+                await self._warm(WARM_UP[1:])
             except (asyncio.TimeoutError, ConnectionError):
                 await self._kill()  # the next sentence launches it again, and reports a failure
             self.recycled += 1
