@@ -7,10 +7,14 @@ per-session memory it needs lives in the RollingState a Stage hands it.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+
+C = TypeVar("C")
 
 
 class Module:
@@ -31,3 +35,19 @@ class Module:
     def initial_state(self, seed: int) -> dict[str, Any]:
         """Fresh per-session state (fixed size); empty for stateless modules."""
         return {}
+
+
+def saved_config(checkpoint: Path, config_class: type[C]) -> C:
+    """The config stored in a checkpoint's metadata, keeping the fields `config_class` has
+    (older weights may carry settings that have moved elsewhere)."""
+    from safetensors import safe_open
+
+    with safe_open(str(checkpoint), "numpy") as f:
+        saved = json.loads(f.metadata()["config"])
+    names = {f.name for f in fields(config_class)}  # type: ignore[arg-type]
+    return config_class(**{k: v for k, v in saved.items() if k in names})
+
+
+def config_metadata(config: Any) -> dict[str, str]:
+    """A dataclass config as the checkpoint metadata that saved_config reads back."""
+    return {"config": json.dumps(asdict(config))}

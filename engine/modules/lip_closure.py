@@ -9,22 +9,25 @@ motion stage already holds) and was trained on force-aligned p/b/m of real and
 synthetic speech (training/motion/closure.py). MotionStage shuts the published jaw by
 its answer.
 
-Network: a per-row projection shared across the rows, then a small MLP on the rows
-side by side, one logit out; `members` such networks, trained from different seeds,
-average their probabilities (one alone answers very differently from another on
-recordings unlike the training speech, such as jfk.flac; their mean is steady).
+Each row goes in beside its difference from the rows' mean: a microphone's or a room's
+colour is nearly constant over 360 ms and cancels there, the dip of a closure between
+vowels stays. Network: a per-row projection shared across the rows, then a small MLP
+on the rows side by side, one logit out; `members` such networks, trained from
+different initial weights, average their probabilities (one alone answers very
+differently from another on recordings unlike the training speech, such as jfk.flac;
+their mean is steady).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..module import Module
+from ..module import Module, saved_config
 from .mel_features import DIM as AUDIO_DIM
+from .motion_dit import gelu
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "lip_closure.safetensors"
 
@@ -36,16 +39,13 @@ class LipClosureConfig:
     lookahead: int = 2
     """Rows after it: the MotionDiT's own lookahead, so the detector adds no latency."""
     row_dim: int = 32
-    relative: bool = True
-    """Also each band's level relative to its mean over the rows: a microphone's or a room's
-    colour is nearly constant over 360 ms and cancels, the dip of a closure between vowels stays."""
     hidden: int = 64
     audio_dim: int = AUDIO_DIM
     members: int = 4
 
     @property
     def input_dim(self) -> int:
-        return self.audio_dim * (2 if self.relative else 1)
+        return 2 * self.audio_dim  # each row and its difference from the rows' mean
 
     @property
     def rows(self) -> int:
@@ -59,12 +59,7 @@ class LipClosure(Module):
 
     def __init__(self, checkpoint: Path = WEIGHTS):
         super().__init__(checkpoint)
-        from safetensors import safe_open
-
-        with safe_open(str(checkpoint), "numpy") as f:
-            saved = json.loads(f.metadata()["config"])
-        names = {f.name for f in fields(LipClosureConfig)}
-        self.config = LipClosureConfig(**{k: v for k, v in saved.items() if k in names})
+        self.config = saved_config(checkpoint, LipClosureConfig)
         self.p = {k: np.asarray(v, np.float32) for k, v in self.params.items()}
 
     @classmethod
@@ -75,36 +70,14 @@ class LipClosure(Module):
         return model
 
     def probability(self, rows: np.ndarray) -> np.ndarray:
-        p = self.p
-        x = (inputs(np.asarray(rows, np.float32), self.config.relative) - p["feature_mean"]) / p["feature_std"]
+        rows = np.asarray(rows, np.float32)
+        x = np.concatenate([rows, rows - rows.mean(1, keepdims=True)], -1)
+        x = (x - self.p["feature_mean"]) / self.p["feature_std"]
         return np.mean([self._member(x, f"members.{i}.") for i in range(self.config.members)], 0)
 
     def _member(self, x: np.ndarray, name: str) -> np.ndarray:
         p = self.p
-        h = _gelu(x @ p[name + "row.weight"].T + p[name + "row.bias"]).reshape(len(x), -1)
-        h = _gelu(h @ p[name + "fc1.weight"].T + p[name + "fc1.bias"])
+        h = gelu(x @ p[name + "row.weight"].T + p[name + "row.bias"]).reshape(len(x), -1)
+        h = gelu(h @ p[name + "fc1.weight"].T + p[name + "fc1.bias"])
         logit = h @ p[name + "fc2.weight"].T + p[name + "fc2.bias"]
         return 1 / (1 + np.exp(-logit[:, 0]))
-
-
-def inputs(rows: np.ndarray, relative: bool) -> np.ndarray:
-    """The network's rows: the log-mel rows, and with `relative` beside them their difference
-    from their mean over the window (the same code runs on numpy arrays and torch tensors)."""
-    if not relative:
-        return rows
-    centred = rows - rows.mean(1, keepdims=True)
-    return np.concatenate([rows, centred], -1) if isinstance(rows, np.ndarray) else _cat(rows, centred)
-
-
-def _cat(a, b):
-    import torch
-
-    return torch.cat([a, b], -1)
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:  # tanh approximation, as trained
-    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
-
-
-def config_metadata(config: LipClosureConfig) -> dict[str, str]:
-    return {"config": json.dumps(asdict(config))}

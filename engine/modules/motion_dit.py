@@ -13,14 +13,13 @@ same forward so the worker stays free of torch. A unit test holds the two equal.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .. import motion
-from ..module import Module
+from ..module import Module, saved_config
 from .mel_features import DIM as AUDIO_DIM
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "motion_dit.safetensors"
@@ -63,7 +62,7 @@ def _silu(x: np.ndarray) -> np.ndarray:
     return x / (1 + np.exp(-x))
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:  # tanh approximation, as trained
+def gelu(x: np.ndarray) -> np.ndarray:  # tanh approximation, as trained
     return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))  # x*x*x: ** is slow
 
 
@@ -80,13 +79,8 @@ class MotionDiT(Module):
 
     def __init__(self, checkpoint: Path = WEIGHTS):
         super().__init__(checkpoint)
-        from safetensors import safe_open
-
-        with safe_open(str(checkpoint), "numpy") as f:
-            saved = json.loads(f.metadata()["config"])
         # the committed weights' metadata also carries sampler settings, now SamplerConfig's
-        names = {f.name for f in fields(MotionDiTConfig)}
-        self.config = MotionDiTConfig(**{k: v for k, v in saved.items() if k in names})
+        self.config = saved_config(checkpoint, MotionDiTConfig)
         self.p = _prepared(self.params)
         self._conditions: dict[float, list[np.ndarray]] = {}
 
@@ -134,7 +128,7 @@ class MotionDiT(Module):
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         attended = (scores / scores.sum(-1, keepdims=True)) @ v
         h = h + gate1 * _linear(p, f"{name}.proj", attended.transpose(0, 2, 1, 3).reshape(b, w, d))
-        hidden = _gelu(_linear(p, f"{name}.fc1", _norm(h) * (1 + scale2) + shift2))
+        hidden = gelu(_linear(p, f"{name}.fc1", _norm(h) * (1 + scale2) + shift2))
         return h + gate2 * _linear(p, f"{name}.fc2", hidden)
 
     # -- chunk sampling, in raw motion units -------------------------------------------------
@@ -166,7 +160,3 @@ def _prepared(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for k in [k for k in out if k.endswith(".weight")]:
         out[k[: -len("weight")] + "weightT"] = np.ascontiguousarray(out.pop(k).T)
     return out
-
-
-def config_metadata(config: MotionDiTConfig) -> dict[str, str]:
-    return {"config": json.dumps(asdict(config))}

@@ -26,7 +26,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.modules.lip_closure import WEIGHTS, LipClosureConfig, config_metadata, inputs
+from engine.module import config_metadata
+from engine.modules.lip_closure import WEIGHTS, LipClosureConfig
 from engine.modules.mel_features import SILENCE
 
 from .visemes import Segment, frames_of
@@ -63,12 +64,12 @@ class ClosureNet(nn.Module):
     def __init__(self, c: LipClosureConfig):
         super().__init__()
         self.members = nn.ModuleList(Member(c) for _ in range(c.members))
-        self.relative = c.relative
         self.register_buffer("feature_mean", torch.zeros(c.input_dim))
         self.register_buffer("feature_std", torch.ones(c.input_dim))
 
     def forward(self, rows: torch.Tensor) -> torch.Tensor:
-        x = (inputs(rows, self.relative) - self.feature_mean) / self.feature_std
+        x = torch.cat([rows, rows - rows.mean(1, keepdim=True)], -1)
+        x = (x - self.feature_mean) / self.feature_std
         return torch.stack([member(x) for member in self.members])
 
     def probability(self, rows: torch.Tensor) -> torch.Tensor:
@@ -147,7 +148,7 @@ def train(data_dirs: list[Path], out: Path, config: ClosureTrainConfig,
     shares = np.asarray(config.shares[: len(data_dirs)], np.float64)
     net = ClosureNet(c)
     sample = examples.batch(np.random.default_rng(config.seed + 1), 20_000, shares / shares.sum())[0]
-    sample = inputs(sample, c.relative)
+    sample = np.concatenate([sample, sample - sample.mean(1, keepdims=True)], -1)
     net.feature_mean.copy_(torch.from_numpy(sample.mean((0, 1))))
     net.feature_std.copy_(torch.from_numpy(np.maximum(sample.std((0, 1)), 1e-2)))
     optimiser = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=0.01)

@@ -30,11 +30,11 @@ import numpy as np
 import torch
 
 from engine import motion
+from engine.module import config_metadata
 from engine.modules.mel_features import SILENCE
-from engine.modules.motion_dit import WEIGHTS, MotionDiTConfig, config_metadata
+from engine.modules.motion_dit import WEIGHTS, MotionDiTConfig
 
 from .model import MotionDiT
-
 
 
 @dataclass(frozen=True)
