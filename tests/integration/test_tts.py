@@ -32,10 +32,12 @@ async def test_cancelled_sentence_does_not_leak_into_the_next():
 
 
 async def test_a_grown_piper_is_replaced_while_idle_and_the_voice_goes_on():
-    """Bounded by construction: allowed no growth, piper is replaced once a sentence has grown it."""
+    """Bounded by construction: allowed less than its warmed-up size, piper is replaced after a sentence.
+
+    (A factor of 1.0 relied on "Yes." growing the process, which it does not always do.)"""
     import psutil
 
-    tts = PiperTts(recycle_factor=1.0)
+    tts = PiperTts(recycle_factor=0.5)
     await tts.start()
     try:
         first = tts._proc.pid
