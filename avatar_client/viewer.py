@@ -12,6 +12,8 @@ import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from .jitter import tolerate_loss
+
 EVENTS_KEPT = 5000
 
 
@@ -41,7 +43,7 @@ class AvatarViewer:
         self.seen: list[dict] = []
 
     async def connect(self) -> dict:
-        self.pc.addTransceiver("video", direction="recvonly")
+        tolerate_loss(self.pc.addTransceiver("video", direction="recvonly").receiver)
         if self.microphone:
             from aiortc.contrib.media import MediaPlayer
 

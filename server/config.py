@@ -59,7 +59,7 @@ class ServerConfig:
     lead_frames: int = 4
     """Frames rendered ahead of playout; adds lead x 40 ms of latency and absorbs render jitter."""
     video_bitrate: int = 1_200_000
-    """Fixed H.264 bitrate; REMB changes would recreate the encoder (a keyframe each time)."""
+    """Highest H.264 bitrate; each viewer's BitrateControl lowers it on a narrow or lossy link."""
     avatars_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "avatar-server" / "avatars")
     """Where uploaded and --avatar portraits are kept, prepared and analysed."""
     mirror_echo: int = 1

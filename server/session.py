@@ -248,8 +248,10 @@ class Session:
 
     async def _stats(self) -> None:
         last_sent, last_played, last_bytes, last_t = 0, 0, 0, time.monotonic()
+        reported = (0, 0)  # packets lost, packets sent, by the video's latest receiver report
         while not self.closed.is_set():
             await asyncio.sleep(STATS_PERIOD_S)
+            reported = await self._follow_video_loss(reported)
             now = time.monotonic()
             played, sent_bytes = self.playout.stats.played, await self._video_bytes_sent()
             self.fps = round((self.video.sent - last_sent) / (now - last_t), 2)
@@ -258,6 +260,21 @@ class Session:
             last_sent, last_played, last_bytes, last_t = self.video.sent, played, sent_bytes, now
             self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * 40,
                           av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held, video_kbps=video_kbps)
+
+    async def _follow_video_loss(self, before: tuple[int, int]) -> tuple[int, int]:
+        """Give the video's bitrate control the fraction lost since the last call, from the
+        receiver reports' running totals (a browser's per-report fractions come from several
+        reporters, some over a few milliseconds). Returns the totals (lost, sent)."""
+        for sender in self.pc.getSenders():
+            if sender.track is self.video:
+                for stat in (await sender.getStats()).values():
+                    if stat.type == "remote-inbound-rtp":
+                        now = (stat.packetsLost, stat.packetsLost + stat.packetsReceived)
+                        if now[1] > before[1]:
+                            fraction = max(0, now[0] - before[0]) / (now[1] - before[1])
+                            self.video.bitrate.loss(fraction, time.monotonic())
+                        return now
+        return before
 
     async def _video_bytes_sent(self) -> int:
         """RTP payload bytes sent on the video track so far (what the encoder made of the link)."""

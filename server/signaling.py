@@ -7,6 +7,7 @@ from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationEr
 
 from .config import ServerConfig
 from .errors import ApiError
+from .link import limit_resends
 
 MAX_SDP = 64 * 1024
 REQUIRED = (("fingerprint", "WebRTC needs the DTLS certificate fingerprint, or the session could never connect"),
@@ -58,6 +59,7 @@ async def answer(pc: RTCPeerConnection, sdp: str, video, audio, hear: bool) -> R
         if f"a={attribute}:" not in sdp:
             raise ApiError(400, "bad_sdp", f"the offer has no 'a={attribute}' line: {why}")
     video_tx = pc.addTransceiver(video, direction="sendonly")
+    limit_resends(video_tx.sender, video.bitrate)
     _prefer_h264(video_tx)
     if "m=audio" in sdp:
         pc.addTransceiver(audio, direction="sendrecv" if hear else "sendonly")
