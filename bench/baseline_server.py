@@ -10,12 +10,11 @@ import argparse
 import fractions
 from pathlib import Path
 
+import av
 import numpy as np
 from aiohttp import web
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import AudioStreamTrack, VideoStreamTrack
-
-import av
 
 
 class SyntheticVideo(VideoStreamTrack):

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.session import BaselineProcess  # noqa: E402
-from tests.browser.conftest import CHROMIUM  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
+from testkit.browser import CHROMIUM  # noqa: E402
+from testkit.server import ServerProcess  # noqa: E402
 
 CONNECT = """async () => {
     const { AvatarClient } = await import('/web/avatar-client.js');

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from avatar_client import AvatarViewer  # noqa: E402
 from bench.session import ttff  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
+from testkit.server import ServerProcess  # noqa: E402
 
 
 async def free_slots(url: str) -> list[int]:

@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from avatar_client import AgentClient, AvatarViewer  # noqa: E402
-from server.audio_sources.tts import PiperTts  # noqa: E402
 from server.audio_sources.vad import VadConfig  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
-from tests.fake_llm import FakeLLM  # noqa: E402
-from tests.integration.test_chat import silence, speech_wav  # noqa: E402
+from speech.tts import PiperTts  # noqa: E402
+from testkit.audio import silence, speech_wav  # noqa: E402
+from testkit.fake_llm import FakeLLM  # noqa: E402
+from testkit.server import ServerProcess  # noqa: E402
 
 LOUD = 300  # RMS of a 20 ms client audio frame that counts as sound
 
@@ -129,8 +129,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from tests.conftest import SHARED_DATA
     import av
+
+    from testkit.server import SHARED_DATA
 
     with av.open(str(SHARED_DATA / "jfk.flac")) as c:
         r = av.AudioResampler("s16", "mono", 16000)

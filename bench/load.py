@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.light_viewer import LightViewer  # noqa: E402
 from bench.session import BaselineProcess  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
+from testkit.server import ServerProcess  # noqa: E402
 
 FLOOR_FPS = 24.0
 

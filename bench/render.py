@@ -22,7 +22,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import ARTIFACTS, SHARED_DATA, write_wav  # noqa: E402
+from testkit.audio import write_wav  # noqa: E402
+from testkit.server import ARTIFACTS, SHARED_DATA  # noqa: E402
 
 
 def looped_wav(minutes: float) -> Path:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from avatar_client import AvatarViewer  # noqa: E402
-from tests.conftest import ARTIFACTS, ServerProcess, free_port  # noqa: E402
+from testkit.server import ARTIFACTS, ServerProcess, free_port  # noqa: E402
 
 TEXT = ("Good morning, and thank you for joining. Today I will walk you through the plan for the "
         "coming weeks. We start with the basics, then move on to the details. ") * 3

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.light_viewer import LightViewer  # noqa: E402
 from bench.session import BaselineProcess  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
+from testkit.server import ServerProcess  # noqa: E402
 
 SENTENCES = ["The quick brown fox jumps over the lazy dog, again and again.",
              "Long sessions must not grow; memory stays flat by construction.",

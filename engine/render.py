@@ -164,7 +164,8 @@ class Progress:
 def _text_audio(text: str) -> tuple[Iterator[np.ndarray], float]:
     import asyncio
 
-    from server.audio_sources.tts import PiperTts, split_sentences
+    from speech.sentences import split_sentences
+    from speech.tts import PiperTts
 
     async def synth() -> list[np.ndarray]:
         tts = PiperTts()

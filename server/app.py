@@ -13,12 +13,12 @@ from aiohttp import WSMsgType, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from engine.config import EngineConfig, motion_delay_frames
+from speech.tts import PiperTts, TextToSpeech
 
 from . import encoder
 from .audio_sources.agent_ws import parse_rate, serve_agent_audio
 from .audio_sources.asr import SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmConfig
-from .audio_sources.tts import PiperTts, TextToSpeech
 from .avatars import MAX_UPLOAD_BYTES, AvatarStore
 from .config import ServerConfig
 from .conversation import NO_LLM, Conversation

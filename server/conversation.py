@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 import numpy as np
 
+from speech.sentences import sentences_of
+
 from .audio_sources.asr import AsrError, SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmError
-from .audio_sources.tts import sentences_of
 from .audio_sources.vad import TurnDetector, VadConfig
 from .speech import new_utterance_id
 

@@ -21,8 +21,15 @@ import numpy as np
 from engine.config import EngineConfig
 from engine.entry import run_worker
 from engine.ipc import (
-    CloseSessionRequest, FrameRing, FramesReadyEvent, OpenSessionRequest, ReadyEvent,
-    RenderRequest, SessionErrorEvent, SessionOpenedEvent, ShutdownRequest,
+    CloseSessionRequest,
+    FrameRing,
+    FramesReadyEvent,
+    OpenSessionRequest,
+    ReadyEvent,
+    RenderRequest,
+    SessionErrorEvent,
+    SessionOpenedEvent,
+    ShutdownRequest,
 )
 
 log = logging.getLogger("server.engine")

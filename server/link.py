@@ -37,7 +37,7 @@ class BitrateControl:
 
     def __init__(self, ceiling: int):
         self.ceiling, self.rate, self.changed_at = ceiling, ceiling, -MIN_CHANGE_S
-        self.lost = 0.0  # the fraction lost in the latest receiver report
+        self.lost = 0.0  # the fraction of packets lost over the latest second of receiver reports
 
     def estimate(self, bps: int, now: float) -> bool:
         """Take one estimate of what the video may send; True when the target changed.
@@ -52,7 +52,7 @@ class BitrateControl:
         return False
 
     def loss(self, fraction: float, now: float) -> bool:
-        """Take a receiver report's fraction of packets lost; True when the target changed."""
+        """Take the fraction of packets the receiver lost lately; True when the target changed."""
         self.lost = fraction
         if fraction > LOSS_HIGH:  # the queue is full: send what got through, and a little less
             return self._change(int(self.rate * (1 - fraction) * 0.9), now, f"{fraction:.0%} lost")

@@ -21,8 +21,9 @@ from aiortc import RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
 from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
+from speech.sentences import split_stream
+from speech.tts import TextToSpeech, TtsError
 
-from .audio_sources.tts import TextToSpeech, TtsError, split_stream
 from .engine_client import EngineError, EngineSession
 from .errors import ApiError
 from .events import EventHub
@@ -248,12 +249,13 @@ class Session:
 
     async def _stats(self) -> None:
         last_sent, last_played, last_bytes, last_t = 0, 0, 0, time.monotonic()
-        reported = (0, 0)  # packets lost, packets sent, by the video's latest receiver report
+        reported = (0, 0)  # packets lost and sent, by the video's latest receiver report
         while not self.closed.is_set():
             await asyncio.sleep(STATS_PERIOD_S)
-            reported = await self._follow_video_loss(reported)
-            now = time.monotonic()
-            played, sent_bytes = self.playout.stats.played, await self._video_bytes_sent()
+            stats = await self._video_stats()
+            reported = self._follow_video_loss(stats, reported)
+            now, played = time.monotonic(), self.playout.stats.played
+            sent_bytes = sum(s.bytesSent for s in stats if s.type == "outbound-rtp")  # what the encoder made
             self.fps = round((self.video.sent - last_sent) / (now - last_t), 2)
             self.fresh_fps = round((played - last_played) / (now - last_t), 2)
             video_kbps = round((sent_bytes - last_bytes) * 8 / 1000 / (now - last_t), 1)
@@ -261,28 +263,23 @@ class Session:
             self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * 40,
                           av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held, video_kbps=video_kbps)
 
-    async def _follow_video_loss(self, before: tuple[int, int]) -> tuple[int, int]:
-        """Give the video's bitrate control the fraction lost since the last call, from the
-        receiver reports' running totals (a browser's per-report fractions come from several
-        reporters, some over a few milliseconds). Returns the totals (lost, sent)."""
+    async def _video_stats(self) -> list:
         for sender in self.pc.getSenders():
             if sender.track is self.video:
-                for stat in (await sender.getStats()).values():
-                    if stat.type == "remote-inbound-rtp":
-                        now = (stat.packetsLost, stat.packetsLost + stat.packetsReceived)
-                        if now[1] > before[1]:
-                            fraction = max(0, now[0] - before[0]) / (now[1] - before[1])
-                            self.video.bitrate.loss(fraction, time.monotonic())
-                        return now
-        return before
+                return list((await sender.getStats()).values())
+        return []
 
-    async def _video_bytes_sent(self) -> int:
-        """RTP payload bytes sent on the video track so far (what the encoder made of the link)."""
-        for sender in self.pc.getSenders():
-            if sender.track is self.video:
-                stats = (await sender.getStats()).values()
-                return sum(s.bytesSent for s in stats if s.type == "outbound-rtp")
-        return 0
+    def _follow_video_loss(self, stats: list, before: tuple[int, int]) -> tuple[int, int]:
+        """Give the video's bitrate control the fraction lost since `before`, from the receiver
+        reports' running totals (a browser's per-report fractions come from several reporters,
+        some over a few milliseconds, so one report says little). The totals now (lost, sent)."""
+        for stat in stats:
+            if stat.type == "remote-inbound-rtp":
+                now = (stat.packetsLost, stat.packetsLost + stat.packetsReceived)
+                if now[1] > before[1]:
+                    self.video.bitrate.loss(max(0, now[0] - before[0]) / (now[1] - before[1]), time.monotonic())
+                return now
+        return before
 
     def _first_frame(self) -> None:
         self.ttff_ms = (time.monotonic() - self.created) * 1000

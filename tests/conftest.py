@@ -2,92 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
-ARTIFACTS = ROOT / "artifacts"  # logs and screenshots a failing run leaves behind
-ARTIFACTS.mkdir(exist_ok=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerProcess:
-    """`python -m server` as a user runs it, with its log kept for failures."""
-
-    def __init__(self, env: dict[str, str] | None = None, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()):
-        """`prefix`: a command to run the server under (e.g. `ip netns exec NAME`)."""
-        self.port = free_port()
-        self.url = f"http://{host}:{self.port}"
-        self.log = open(ARTIFACTS / f"server-{self.port}.log", "w")
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "server", "--host", host, "--port", str(self.port)],
-            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-        )
-
-    def wait_ready(self, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}; see {self.log.name}")
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as res:
-                    if json.load(res)["status"] == "ok":
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise TimeoutError("server did not become ready")
-
-    def __enter__(self) -> "ServerProcess":
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
+from testkit.audio import write_wav  # noqa: F401 - tests import these from here too
+from testkit.server import ARTIFACTS, ROOT, SHARED_DATA, ServerProcess, free_port  # noqa: F401
 
 
 @pytest.fixture(scope="session")
 def server():
     with ServerProcess() as proc:
         yield proc
-
-
-def write_wav(path: Path, pcm: np.ndarray, rate: int = 48000) -> Path:
-    """Mono PCM16 to a WAV file (fake microphones, generated speech)."""
-    import wave
-
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(rate)
-        wav.writeframes(pcm.astype(np.int16).tobytes())
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import shutil
 from pathlib import Path
 
 import cv2
@@ -11,9 +10,8 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from testkit.browser import CHROMIUM
 from tests.conftest import ARTIFACTS, write_wav
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="session")

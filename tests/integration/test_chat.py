@@ -8,9 +8,10 @@ import pytest
 import pytest_asyncio
 
 from avatar_client import AvatarViewer
-from server.audio_sources.tts import PiperTts
-from tests.conftest import ARTIFACTS, ServerProcess, write_wav
-from tests.fake_llm import FakeLLM
+from speech.tts import PiperTts
+from testkit.audio import silence, speech_wav
+from testkit.fake_llm import FakeLLM
+from tests.conftest import ServerProcess
 from tests.integration.test_session import rms
 
 pytestmark = pytest.mark.integration
@@ -39,14 +40,6 @@ async def question_speech() -> np.ndarray:
         return await tts.synthesize("What is the capital of France?")
     finally:
         await tts.close()
-
-
-def speech_wav(name: str, *parts: np.ndarray):
-    return write_wav(ARTIFACTS / name, np.concatenate(parts))
-
-
-def silence(seconds: float) -> np.ndarray:
-    return np.zeros(int(48000 * seconds), np.int16)
 
 
 @pytest.fixture(scope="module")

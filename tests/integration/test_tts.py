@@ -4,7 +4,8 @@ import asyncio
 
 import pytest
 
-from server.audio_sources.tts import PiperTts, split_sentences
+from speech.sentences import split_sentences
+from speech.tts import PiperTts
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from engine.avatar import DEFAULT_AVATAR, NoFaceError, cache_path, default_source, detect_landmarks, load_portrait, prepare_portrait
+from engine.avatar import (
+    DEFAULT_AVATAR,
+    NoFaceError,
+    cache_path,
+    default_source,
+    detect_landmarks,
+    load_portrait,
+    prepare_portrait,
+)
 
 pytestmark = pytest.mark.unit
 

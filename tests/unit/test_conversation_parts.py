@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from server.audio_sources.llm import ChatLLM, LlmConfig, LlmError
-from server.audio_sources.tts import sentences_of
 from server.audio_sources.vad import TurnDetector
-from tests.fake_llm import FakeLLM
+from speech.sentences import sentences_of
+from testkit.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.unit
 

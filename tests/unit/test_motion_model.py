@@ -87,12 +87,13 @@ def test_the_stage_runs_n_then_i_chunks_and_keeps_only_the_interior():
 
 def test_rolling_state_is_constant_over_ten_simulated_minutes():
     """Ten minutes of audio through context -> motion (tiny model) -> decode at a small size."""
+    import cv2
+
     from engine.avatar import Portrait, load_portrait
+    from engine.modules.mel_features import MelFeatureModule
     from engine.modules.portrait_renderer import PortraitRenderer
     from engine.stages.context import ContextStage
-    from engine.modules.mel_features import MelFeatureModule
     from engine.stages.decode import DecodeStage
-    import cv2
 
     big = load_portrait(DEFAULT_AVATAR)
     small = Portrait(cv2.resize(big.image, (64, 64), interpolation=cv2.INTER_AREA), big.landmarks / 8)

@@ -19,7 +19,7 @@ import onnxruntime
 from piper import PiperVoice, SynthesisConfig
 from piper.patch_voice_with_alignment import add_alignment_output
 
-from server.audio_sources.tts import default_voice
+from speech.tts import default_voice
 
 
 def align(voice: PiperVoice, request: dict) -> tuple[np.ndarray, list[str], list[int]]:

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 import sys
 import tempfile
 import wave
 from collections import OrderedDict, deque
 from pathlib import Path
-from typing import AsyncIterator, Protocol
+from typing import Protocol
 
 import numpy as np
 
-SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
-MAX_SENTENCE = 240
 SYNTH_TIMEOUT_S = 30.0
 TTS_NICENESS = 5  # below rendering, but the first sentence is on the reply's critical path
 OUT_RATE = 48_000
@@ -30,7 +27,7 @@ WARM_UP = ("Ready.", "The voice is loaded and ready to speak, and this sentence 
            "before anybody waits for an answer.")
 """The first runs load the voice, scipy and onnxruntime's kernels. piper's process never gives
 memory back and grows with the longest sentence it has read (184 MB after a short one, 430-450 MB
-after one of MAX_SENTENCE characters, flat over 40 more): warmed up on one that long, its size
+after one of sentences.MAX_SENTENCE characters, flat over 40 more): warmed up on one that long, its size
 is its working size from the start."""
 RECYCLE_FACTOR = 1.5
 """Over hours piper still steps up by ~10 MB now and then (its ONNX runtime). Once it holds this
@@ -45,20 +42,6 @@ class TtsError(Exception):
 class TextToSpeech(Protocol):
     async def synthesize(self, sentence: str, owner: str = "") -> np.ndarray:
         """One sentence as 48 kHz mono int16; `owner` (a session) shares the voice fairly."""
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences (long ones cut at commas) with something speakable in each."""
-    out: list[str] = []
-    for sentence in SENTENCE_END.split(text.strip()):
-        while len(sentence) > MAX_SENTENCE:
-            cut = sentence.rfind(",", 0, MAX_SENTENCE)
-            cut = cut if cut > 40 else sentence.rfind(" ", 0, MAX_SENTENCE)
-            cut = cut if cut > 0 else MAX_SENTENCE
-            out.append(sentence[: cut + 1])
-            sentence = sentence[cut + 1 :]
-        out.append(sentence)
-    return [s.strip() for s in out if re.search(r"\w", s)]
 
 
 def default_voice() -> Path:
@@ -249,24 +232,3 @@ class PiperTts:
             self._server.cancel()
         await self._kill()
         shutil.rmtree(self._dir, ignore_errors=True)
-
-
-async def split_stream(text: str) -> AsyncIterator[str]:
-    """The sentences of a finished text, as a stream like an LLM's."""
-    for sentence in split_sentences(text):
-        yield sentence
-
-
-async def sentences_of(tokens: AsyncIterator[str]) -> AsyncIterator[str]:
-    """Whole sentences out of a token stream, each as soon as it is complete, so speech
-    starts while the rest of the reply is still being generated."""
-    buffer = ""
-    async for token in tokens:
-        buffer += token
-        parts = SENTENCE_END.split(buffer)
-        for sentence in parts[:-1]:
-            for piece in split_sentences(sentence):
-                yield piece
-        buffer = parts[-1]
-    for piece in split_sentences(buffer):
-        yield piece
