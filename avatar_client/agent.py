@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import aiohttp
 import numpy as np
@@ -47,7 +47,7 @@ class AudioStream:
     async def close(self) -> None:
         await self.ws.close()
 
-    async def __aenter__(self) -> "AudioStream":
+    async def __aenter__(self) -> AudioStream:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -95,7 +95,7 @@ class AgentClient:
     async def close(self) -> None:
         await self._http.close()
 
-    async def __aenter__(self) -> "AgentClient":
+    async def __aenter__(self) -> AgentClient:
         return self
 
     async def __aexit__(self, *exc) -> None:

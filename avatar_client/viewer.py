@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 import numpy as np
@@ -13,6 +14,9 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
 from .jitter import tolerate_loss
+
+if TYPE_CHECKING:
+    from aiortc.contrib.media import MediaPlayer
 
 EVENTS_KEPT = 5000
 
@@ -39,7 +43,7 @@ class AvatarViewer:
         self.video_count = 0
         self._tasks: list[asyncio.Task] = []
         self._http = aiohttp.ClientSession()
-        self._player = None
+        self._player: MediaPlayer | None = None
         self.seen: list[dict] = []
 
     async def connect(self) -> dict:
@@ -48,6 +52,7 @@ class AvatarViewer:
             from aiortc.contrib.media import MediaPlayer
 
             self._player = MediaPlayer(self.microphone)
+            assert self._player.audio is not None, f"{self.microphone} holds no audio"
             self.pc.addTransceiver(self._player.audio, direction="sendrecv")
         else:
             self.pc.addTransceiver("audio", direction="recvonly")

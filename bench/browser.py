@@ -67,7 +67,8 @@ async def main() -> None:
                             "all_ms": [round(r, 1) for r in runs]}
         await browser.close()
     report["ratio_avatar_to_baseline"] = round(
-        report["avatar"]["connect_to_first_frame_ms_median"] / report["baseline_aiortc"]["connect_to_first_frame_ms_median"], 2)
+        report["avatar"]["connect_to_first_frame_ms_median"]
+        / report["baseline_aiortc"]["connect_to_first_frame_ms_median"], 2)
     print(json.dumps(report, indent=2))
 
 

@@ -42,7 +42,7 @@ class Watch:
     def __init__(self, url: str, **kwargs):
         self.viewer = AvatarViewer(url, **kwargs)
 
-    async def __aenter__(self) -> "Watch":
+    async def __aenter__(self) -> Watch:
         await self.viewer.connect()
         await self.viewer.record_events()
         await self.viewer.wait_frames(25)
@@ -155,9 +155,11 @@ async def main() -> None:
     print(json.dumps({
         "agent_first_chunk_to_speak_started_ms": median(a[0]), "baseline_ws_round_trip_ms": median(a[1]),
         "interrupt_to_client_silence_ms": median(a[2]), "baseline_speak_started_to_client_sound_ms": median(a[3]),
-        "chat_end_of_speech_to_first_audio_ms_excl_llm": median(c[0]), "baseline_speak_post_to_first_audio_ms": median(c[1]),
+        "chat_end_of_speech_to_first_audio_ms_excl_llm": median(c[0]),
+        "baseline_speak_post_to_first_audio_ms": median(c[1]),
         "chat_breakdown_ms": {"vad_hangover": VadConfig().hangover_ms, "recognition": median(c[2]),
-                              "transcript_to_speak_started_excl_llm": median(c[3]), "speak_started_to_heard": median(c[4])},
+                              "transcript_to_speak_started_excl_llm": median(c[3]),
+                              "speak_started_to_heard": median(c[4])},
         "vad_hangover_ms_included": VadConfig().hangover_ms,
         "runs": args.runs,
         "raw": {"agent": agent, "chat": chat},

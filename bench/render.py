@@ -86,7 +86,8 @@ def main() -> None:
         wav.unlink()
     keys = list(report)
     if len(keys) > 1:
-        report["peak_rss_longest_over_shortest"] = round(report[keys[-1]]["peak_rss_mb"] / report[keys[0]]["peak_rss_mb"], 3)
+        longest, shortest = report[keys[-1]]["peak_rss_mb"], report[keys[0]]["peak_rss_mb"]
+        report["peak_rss_longest_over_shortest"] = round(longest / shortest, 3)
     print(json.dumps(report, indent=2))
 
 

@@ -115,7 +115,8 @@ async def main() -> None:
     report["ratio_avatar_to_baseline"] = {
         "ttff": round(a["ttff_ms_median"] / b["ttff_ms_median"], 2),
         "fps": round(a["fps"] / b["fps"], 3),
-        "server_cpu": round(a["cpu_percent_of_one_core"]["server"] / max(b["cpu_percent_of_one_core"]["server"], 0.1), 2),
+        "server_cpu": round(a["cpu_percent_of_one_core"]["server"]
+                            / max(b["cpu_percent_of_one_core"]["server"], 0.1), 2),
     }
     print(json.dumps(report, indent=2))
 

@@ -96,7 +96,7 @@ def default_source() -> np.ndarray:
     """The public-domain astronaut photo that the bundled default avatar is cut from."""
     import skimage.data
 
-    return skimage.data.astronaut()
+    return skimage.data.astronaut()  # type: ignore[no-untyped-call]  # skimage leaves it unannotated
 
 
 def image_digest(image: np.ndarray) -> str:
@@ -110,8 +110,8 @@ def decode_image(data: bytes) -> np.ndarray:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            img = ImageOps.exif_transpose(img)
+        with Image.open(io.BytesIO(data)) as opened:
+            img = ImageOps.exif_transpose(opened)
             if img.mode.startswith("I"):  # 16-bit grey: convert("RGB") would clip it to white
                 grey = np.asarray(img, np.float64)
                 return np.repeat((grey / max(grey.max(), 1) * 255).astype(np.uint8)[..., None], 3, axis=2)

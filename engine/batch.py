@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import deque
+from collections.abc import Iterator
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,7 +27,10 @@ from .config import SAMPLES_PER_FRAME, EngineConfig, motion_delay_frames
 from .stage import AudioChunk, FrameChunk, MotionChunk
 from .state import RollingState
 
-_decode = None  # a pool process's DecodeStage ...
+if TYPE_CHECKING:
+    from .stages.decode import DecodeStage
+
+_decode: DecodeStage | None = None  # a pool process's DecodeStage ...
 _ring: np.ndarray | None = None  # ... and its view of the frame ring
 _shm: SharedMemory | None = None
 
@@ -47,9 +51,14 @@ def _start(avatar: str, ring_name: str | None, shape: tuple[int, ...]) -> None:
 
 
 def _run(chunk: MotionChunk, slot: int) -> int:
+    assert _decode is not None and _ring is not None  # _start ran in this pool process
     frames = _decode.run(chunk, {}).frames
     _ring[slot, : len(frames)] = frames
     return len(frames)
+
+
+# (job, ring slot, motion, audio, frames to keep): job as in batch_frames
+_Pending = tuple[Any, int, MotionChunk, np.ndarray, int | None]
 
 
 def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, motion: str = "dit",
@@ -70,7 +79,7 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     pool = multiprocessing.get_context("spawn").Pool(workers, _start, (str(avatar), shm.name, shape)) if shm else None
     if pool is None:
         _start(str(avatar), None, shape)
-    pending: deque = deque()
+    pending: deque[_Pending] = deque()
     try:
         first, slot = 0, 0
         for pcm, tail in _with_tail(pcm_chunks, -(-delay // step_frames) * step_frames):
@@ -80,7 +89,12 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
             coeffs = np.concatenate([_motion(stages, state, first + i, pcm, i, step_frames)
                                      for i in range(0, frames, step_frames)])
             chunk = MotionChunk(first, coeffs)
-            job = pool.apply_async(_run, (chunk, slot)) if pool else _decode.run(chunk, {})
+            job: Any  # the pool's AsyncResult[int], or the FrameChunk decoded here
+            if pool:
+                job = pool.apply_async(_run, (chunk, slot))
+            else:
+                assert _decode is not None  # _start ran in this process
+                job = _decode.run(chunk, {})
             pending.append((job, slot, chunk, pcm[:0] if tail else pcm, delay if tail else None))
             first, slot = first + frames, (slot + 1) % shape[0]
             while len(pending) > in_flight or (pool is None and pending):
@@ -97,9 +111,9 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
 
 
 def _motion(stages: list, state: RollingState, first: int, pcm: np.ndarray, offset: int, frames: int) -> np.ndarray:
-    data = AudioChunk(first, frames, pcm[offset * SAMPLES_PER_FRAME:(offset + frames) * SAMPLES_PER_FRAME])
+    data: Any = AudioChunk(first, frames, pcm[offset * SAMPLES_PER_FRAME:(offset + frames) * SAMPLES_PER_FRAME])
     for stage in stages:
-        data = stage.run(data, state.of(stage.name))
+        data = stage.run(data, state.of(stage.name))  # each stage's output is the next one's input
     return data.coeffs
 
 
@@ -111,7 +125,7 @@ def _with_tail(pcm_chunks: Iterator[np.ndarray], frames: int) -> Iterator[tuple[
         yield np.zeros(frames * SAMPLES_PER_FRAME, np.int16), True
 
 
-def _result(item, ring: np.ndarray | None, delay: int) -> tuple[FrameChunk, np.ndarray]:
+def _result(item: _Pending, ring: np.ndarray | None, delay: int) -> tuple[FrameChunk, np.ndarray]:
     """A decoded chunk on the audio's timeline: `delay` frames earlier; of the tail, only its
     first `delay` frames (the recording's last ones)."""
     job, slot, chunk, pcm, keep = item

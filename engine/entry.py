@@ -1,6 +1,7 @@
 """Process entry points (engine workers, the render CLI), importable without loading model code."""
 
 import os
+from typing import Any
 
 # One worker per core: BLAS and OpenMP thread pools inside it would only fight each
 # other and the server for the same cores. Set before numpy/cv2 load in the child.
@@ -13,7 +14,7 @@ def single_threaded() -> None:
         os.environ[var] = "1"
 
 
-def run_worker(*args) -> None:
+def run_worker(*args: Any) -> None:  # engine.worker.main's arguments, passed through
     single_threaded()
     from .worker import main
 

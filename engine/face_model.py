@@ -55,7 +55,7 @@ class FaceFrame:
     half_width: float  # half the face width at mouth height
 
     @classmethod
-    def of(cls, lm: np.ndarray) -> "FaceFrame":
+    def of(cls, lm: np.ndarray) -> FaceFrame:
         centre = (lm[13] + lm[14]) / 2
         eyes = (lm[33] + lm[263]) / 2
         down = (lm[152] - eyes) / np.linalg.norm(lm[152] - eyes)
@@ -160,7 +160,7 @@ class FaceRig:
         self._set(bases["smile"], ids, -0.08 * w * corner * f.down + 0.03 * w * lat * corner * f.right)
         return bases
 
-    def _blink(self, upper: list[int], lower: list[int], crease) -> np.ndarray:
+    def _blink(self, upper: list[int], lower: list[int], crease: tuple[list[int], list[int]]) -> np.ndarray:
         out = self._zeros()
         gap = ((self.lm[lower] - self.lm[upper]) @ self.frame.down).clip(0)[:, None] * self.frame.down
         self._set(out, upper, 0.92 * gap)

@@ -38,6 +38,8 @@ SEAM_SHADE = 0.55  # shut lips meet in a line this much darker than the lips
 SEAM_HALF = 0.02  # its half height, in mouth widths
 LOWER_HIDE = 0.048  # lower teeth start this far (mouth widths) under the lower lip
 
+Box = tuple[int, int, int, int]  # x0, y0, x1, y1 in frame pixels
+
 
 @dataclass
 class TeethAtlas:
@@ -63,7 +65,7 @@ def _curve(points: np.ndarray, xs: np.ndarray) -> np.ndarray:
     return np.interp(xs, points[order, 0], points[order, 1])
 
 
-def _split_masks(rig: FaceRig, box, upper_pts, lower_pts) -> tuple[np.ndarray, np.ndarray]:
+def _split_masks(rig: FaceRig, box: Box, upper_pts: np.ndarray, lower_pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x0, y0, x1, y1 = box
     xs = np.arange(x0, x1, dtype=np.float32)
     mid = (_curve(upper_pts, xs) + _curve(lower_pts, xs)) / 2
@@ -72,7 +74,7 @@ def _split_masks(rig: FaceRig, box, upper_pts, lower_pts) -> tuple[np.ndarray, n
     return above, ~above
 
 
-def build_atlas(rig: FaceRig, image: np.ndarray, box) -> TeethAtlas:
+def build_atlas(rig: FaceRig, image: np.ndarray, box: Box) -> TeethAtlas:
     """Use the portrait's own teeth when it shows them, else synthesise a set."""
     x0, y0, x1, y1 = box
     up, low = rig.lm[UPPER_INNER], rig.lm[LOWER_INNER]
@@ -96,7 +98,7 @@ def build_atlas(rig: FaceRig, image: np.ndarray, box) -> TeethAtlas:
 def _portrait_colours(rig: FaceRig, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Median lip colour, median skin colour and the luma of the brighter skin."""
     lm, w = rig.lm, rig.frame.mouth_width
-    lips = np.zeros(image.shape[:2], np.uint8)
+    lips: np.ndarray = np.zeros(image.shape[:2], np.uint8)
     for outer, inner in ((UPPER_OUTER, UPPER_INNER), (LOWER_OUTER, LOWER_INNER)):
         cv2.fillPoly(lips, [np.round(np.vstack([lm[outer], lm[inner][::-1]])).astype(np.int32)], 1)
     lips = cv2.erode(lips, np.ones((3, 3), np.uint8))
@@ -109,7 +111,9 @@ def _portrait_colours(rig: FaceRig, image: np.ndarray) -> tuple[np.ndarray, np.n
     return lip.astype(np.float32), np.median(pixels, 0), float(np.percentile(luma, 95))
 
 
-def _tooth_layout(lat: np.ndarray, widths: np.ndarray, w: float):
+def _tooth_layout(
+    lat: np.ndarray, widths: np.ndarray, w: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For lateral positions (half mouth widths), which tooth is there and where across it.
 
     Returns the tooth index, the position across the tooth (0..1), the tooth's width on
@@ -127,7 +131,8 @@ def _tooth_layout(lat: np.ndarray, widths: np.ndarray, w: float):
     return tooth, across, px, facing, s < edges[-1]
 
 
-def _teeth_layer(rig: FaceRig, box, line: np.ndarray, widths, show, colour, gum, sign: int) -> np.ndarray:
+def _teeth_layer(rig: FaceRig, box: Box, line: np.ndarray, widths: np.ndarray, show: np.ndarray,
+                 colour: np.ndarray, gum: np.ndarray, sign: int) -> np.ndarray:
     """One row of teeth as RGBA over the box: crowns reaching `show` mm from the gum line
     `line` (reference y per column) into the mouth, downwards for the upper row (sign +1),
     upwards for the lower (-1), with gums on the other side of the line."""
@@ -166,7 +171,7 @@ def _teeth_layer(rig: FaceRig, box, line: np.ndarray, widths, show, colour, gum,
     return np.dstack([rgb, alpha]).astype(np.float32)
 
 
-def _synthetic_atlas(rig: FaceRig, box, lip: np.ndarray, skin: np.ndarray, bright: float) -> TeethAtlas:
+def _synthetic_atlas(rig: FaceRig, box: Box, lip: np.ndarray, skin: np.ndarray, bright: float) -> TeethAtlas:
     x0, y0, x1, y1 = box
     w = rig.frame.mouth_width
     xs = np.arange(x0, x1, dtype=np.float32)
@@ -192,7 +197,9 @@ def _synthetic_atlas(rig: FaceRig, box, lip: np.ndarray, skin: np.ndarray, brigh
 
 
 # --- per frame --------------------------------------------------------------------------
-def composite(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box, disp: np.ndarray, jaw: np.ndarray) -> None:
+def composite(
+    frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box: Box, disp: np.ndarray, jaw: np.ndarray
+) -> None:
     """Paint the mouth interior into `frame` (in place) for control displacements `disp`.
 
     Work is limited to the bounding rectangle of the parted lips inside the mouth box.
@@ -227,6 +234,7 @@ def composite(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, box, disp: np.
 def _seam(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, up: np.ndarray, low: np.ndarray) -> None:
     """Where the lips meet (or nearly), a thin line darker than the lips, as shut lips show:
     it covers what the warp squeezed between them of a photo's parted lips and teeth."""
+    assert atlas.seam is not None  # build_atlas always sets it
     w = rig.frame.mouth_width
     half = SEAM_HALF * w
     x0, x1 = int(np.ceil(up[:, 0].min())), int(np.floor(up[:, 0].max()))
@@ -249,13 +257,16 @@ def _seam(frame: np.ndarray, rig: FaceRig, atlas: TeethAtlas, up: np.ndarray, lo
     frame[y0:y1, x0:x1 + 1] = target.astype(np.uint8)
 
 
-def _lower_teeth(atlas: TeethAtlas, sub, shift: np.ndarray) -> np.ndarray:
+def _lower_teeth(atlas: TeethAtlas, sub: Box, shift: np.ndarray) -> np.ndarray:
     sx0, sy0, sx1, sy1 = sub
     gx, gy = np.meshgrid(np.arange(sx0, sx1, dtype=np.float32), np.arange(sy0, sy1, dtype=np.float32))
     return cv2.remap(atlas.lower, gx - shift[0], gy - shift[1], cv2.INTER_LINEAR, borderValue=0)
 
 
-def _own_teeth(rig, atlas, box, sub, xs, ys, top, bottom, up, jaw) -> np.ndarray:
+def _own_teeth(
+    rig: FaceRig, atlas: TeethAtlas, box: Box, sub: Box, xs: np.ndarray, ys: np.ndarray,
+    top: np.ndarray, bottom: np.ndarray, up: np.ndarray, jaw: np.ndarray,
+) -> np.ndarray:
     """The portrait's own teeth over a plain cavity; the lower row lags the lower lip a little
     (LOWER_FOLLOW) so the opening shows the cavity, not a lip-wide band of teeth."""
     sx0, sy0, sx1, sy1 = sub
@@ -272,8 +283,13 @@ def _own_teeth(rig, atlas, box, sub, xs, ys, top, bottom, up, jaw) -> np.ndarray
     return interior * lip_shadow[..., None]
 
 
-def _synthetic(rig, atlas, box, sub, xs, ys, top, bottom, up, jaw) -> np.ndarray:
+def _synthetic(
+    rig: FaceRig, atlas: TeethAtlas, box: Box, sub: Box, xs: np.ndarray, ys: np.ndarray,
+    top: np.ndarray, bottom: np.ndarray, up: np.ndarray, jaw: np.ndarray,
+) -> np.ndarray:
     """Back to front: cavity, tongue, lower teeth, upper teeth; then the lips' shadows."""
+    # a synthetic atlas always carries these (_synthetic_atlas)
+    assert atlas.cavity is not None and atlas.tongue is not None and atlas.lower_top is not None
     sx0, sy0, sx1, sy1 = sub
     w = rig.frame.mouth_width
     left, right = min(up[0, 0], up[-1, 0]), max(up[0, 0], up[-1, 0])

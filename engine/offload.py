@@ -9,11 +9,15 @@ same code path runs. `shard` wraps blocks with FSDP2 (`fully_shard`) and forward
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch.func import functional_call
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 class BlockOffloader:
@@ -26,8 +30,9 @@ class BlockOffloader:
         self.trace = trace or (lambda op, i: None)
         self.resident: dict[int, dict[str, torch.Tensor]] = {}
         self.peak_resident = 0
-        self._ready: dict[int, object] = {}
-        self._stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self._ready: dict[int, torch.cuda.Event] = {}
+        # torch.cuda.Stream.__new__ and Event.__new__ carry no annotations
+        self._stream = torch.cuda.Stream(self.device) if self.cuda else None  # type: ignore[no-untyped-call]
         if self.cuda:
             for block in blocks:  # pinned host memory makes the copies asynchronous
                 for p in block.parameters():
@@ -39,7 +44,7 @@ class BlockOffloader:
         if self.cuda:
             with torch.cuda.stream(self._stream):
                 self.resident[i] = {k: v.to(self.device, non_blocking=True) for k, v in tensors.items()}
-                event = torch.cuda.Event()
+                event = torch.cuda.Event()  # type: ignore[no-untyped-call]
                 event.record(self._stream)
                 self._ready[i] = event
         else:
@@ -51,7 +56,7 @@ class BlockOffloader:
         if event is not None:
             torch.cuda.current_stream(self.device).wait_event(event)
 
-    def __call__(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         if not len(self.blocks):
             return x
         self._fetch(0)
@@ -69,14 +74,14 @@ class BlockOffloader:
         return x
 
 
-def shard(blocks: nn.ModuleList, root: nn.Module, mesh=None) -> nn.Module:
+def shard(blocks: nn.ModuleList, root: nn.Module, mesh: DeviceMesh | None = None) -> nn.Module:
     """FSDP2: each block is its own shard unit; block n+1's all-gather is prefetched while
     block n computes. Call inside an initialised process group (NCCL on GPUs, gloo on CPUs)."""
     from torch.distributed.fsdp import fully_shard
 
-    for block in blocks:
-        fully_shard(block, mesh=mesh)
+    # fully_shard returns the module itself, now typed as an FSDPModule
+    sharded = [fully_shard(block, mesh=mesh) for block in blocks]
     fully_shard(root, mesh=mesh)
-    for block, following in zip(blocks, list(blocks)[1:]):
+    for block, following in zip(sharded, sharded[1:]):
         block.set_modules_to_forward_prefetch([following])
     return root

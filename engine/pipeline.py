@@ -9,6 +9,7 @@ same audio and seed (tests/unit/test_motion_model.py).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .avatar import Portrait, load_portrait
 from .config import MOTION_MODELS
@@ -48,11 +49,11 @@ class Pipeline:
         self.publish = PublishStage()
 
     @classmethod
-    def for_portrait(cls, portrait: Portrait, motion: str = "dit") -> "Pipeline":
+    def for_portrait(cls, portrait: Portrait, motion: str = "dit") -> Pipeline:
         return cls([*motion_stages(motion), DecodeStage(PortraitRenderer(portrait))])
 
     @classmethod
-    def for_avatar(cls, path: Path, motion: str = "dit") -> "Pipeline":
+    def for_avatar(cls, path: Path, motion: str = "dit") -> Pipeline:
         return cls.for_portrait(load_portrait(path), motion)
 
     def new_state(self, seed: int, sink: Sink) -> RollingState:
@@ -63,12 +64,12 @@ class Pipeline:
         return state
 
     def render(self, chunk: AudioChunk, state: RollingState) -> FrameChunk:
-        data = chunk
+        data: Any = chunk  # each stage's output is the next one's input
         for stage in self.stages:
             data = stage.run(data, state.of(stage.name))
         state.next_frame = chunk.first_frame + chunk.frames
         return data
 
-    def step(self, chunk: AudioChunk, state: RollingState):
+    def step(self, chunk: AudioChunk, state: RollingState) -> Any:
         """Run one chunk through every stage and publish it."""
         return self.publish.run(self.render(chunk, state), state.of(self.publish.name))

@@ -2,9 +2,10 @@
 
 The same stages as live sessions run chunk by chunk over a streamed decode of the input
 (engine/batch.py: motion in order here, decode in a small process pool), so memory does
-not depend on the input's length, and frames go straight to the encoder. Audio and video both start at pts 0 on the frame clock: FFmpeg's AAC encoder
-here declares its 1024 samples of priming in the MP4 edit list itself (shifting pts by
-hand would start the audio 21 ms early); a test checks the written file to the sample.
+not depend on the input's length, and frames go straight to the encoder. Audio and video
+both start at pts 0 on the frame clock: FFmpeg's AAC encoder here declares its 1024
+samples of priming in the MP4 edit list itself (shifting pts by hand would start the
+audio 21 ms early); a test checks the written file to the sample.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import fractions
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Iterator
 
 import av
 import numpy as np
@@ -47,7 +48,11 @@ def audio_stream(path: Path) -> tuple[Iterator[np.ndarray], float]:
         container.close()
         raise RenderError(f"{path}: has no audio stream")
     stream = container.streams.audio[0]
-    duration = float(stream.duration * stream.time_base) if stream.duration else (container.duration or 0) / 1e6
+    if stream.duration:
+        assert stream.time_base is not None  # a stream that knows its duration has a time base
+        duration = float(stream.duration * stream.time_base)
+    else:
+        duration = (container.duration or 0) / 1e6
 
     def blocks() -> Iterator[np.ndarray]:
         resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
@@ -117,7 +122,7 @@ class Mp4Writer:
 
 
 def render(blocks: Iterator[np.ndarray], duration: float, avatar: Path, out: Path,
-           progress=None, seed: int = 0, workers: int = 2) -> int:
+           progress: Callable[[float, float], None] | None = None, seed: int = 0, workers: int = 2) -> int:
     """Render the whole stream into `out`; returns the number of frames written."""
     from .batch import batch_frames
 
@@ -182,7 +187,8 @@ def _text_audio(text: str) -> tuple[Iterator[np.ndarray], float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="avatar-render", description="Render a talking-avatar MP4 from audio or text.")
+    parser = argparse.ArgumentParser(prog="avatar-render",
+                                     description="Render a talking-avatar MP4 from audio or text.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--audio", type=Path, help="speech audio file (any format FFmpeg reads)")
     source.add_argument("--text", help="text to speak with the bundled voice")

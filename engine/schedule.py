@@ -13,8 +13,8 @@ budget: one chunk of lead, see the README).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 
 @dataclass(frozen=True)

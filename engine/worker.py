@@ -17,8 +17,15 @@ import numpy as np
 from .avatar import DEFAULT_AVATAR, NoFaceError
 from .config import SAMPLES_PER_FRAME, EngineConfig
 from .ipc import (
-    CloseSessionRequest, FrameRing, FramesReadyEvent, OpenSessionRequest, ReadyEvent,
-    RenderRequest, SessionErrorEvent, SessionOpenedEvent, ShutdownRequest,
+    CloseSessionRequest,
+    FrameRing,
+    FramesReadyEvent,
+    OpenSessionRequest,
+    ReadyEvent,
+    RenderRequest,
+    SessionErrorEvent,
+    SessionOpenedEvent,
+    ShutdownRequest,
 )
 from .pipeline import Pipeline
 from .stage import AudioChunk, FrameChunk
@@ -50,7 +57,7 @@ class EngineWorker:
                 return
             self.handle(message)
 
-    def handle(self, message) -> None:
+    def handle(self, message: object) -> None:
         session = getattr(message, "session_id", "")
         try:
             if isinstance(message, OpenSessionRequest):

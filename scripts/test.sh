@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's test command (after scripts/setup.sh): pytest, inside a private network
+# The README's test command (after scripts/setup.sh): ruff and mypy, then pytest, inside a private network
 # namespace whenever one can be made (root, or unprivileged user namespaces), so test
 # traffic never leaves this machine. aiortc never offers 127.0.0.1 as a host candidate,
 # so besides loopback the namespace holds a veth pair whose one end has TEST_ADDRESS:
@@ -8,6 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEST_ADDRESS=198.18.0.1/24
+
+if [ "${AVATAR_TEST_NETNS:-}" != inside ]; then  # once, before the suites
+  .venv/bin/ruff check .
+  .venv/bin/mypy
+fi
 
 if [ "${AVATAR_TEST_NETNS:-}" = inside ]; then
   ip link set lo up

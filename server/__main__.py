@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8080)")
     parser.add_argument("--avatar", type=Path, help="portrait image for the default avatar")
-    parser.add_argument("--config", type=Path, help="TOML file of settings (see README); AVATAR_* variables override it")
+    parser.add_argument("--config", type=Path,
+                        help="TOML file of settings (see README); AVATAR_* variables override it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
 class PathOnlyAccessLogger(AbstractAccessLogger):
     """Access lines without query strings: `?token=` must never reach a log file."""
 
-    def log(self, request, response, time: float) -> None:
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         self.logger.info('%s "%s %s" %s %.1f ms', request.remote, request.method, request.path,
                          response.status, time * 1000)
 

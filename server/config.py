@@ -11,6 +11,7 @@ import glob
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from engine.avatar import DEFAULT_AVATAR
 from engine.config import MOTION_MODELS
@@ -79,22 +80,22 @@ class ServerConfig:
                               f"got {self.motion_model!r}")
 
     @classmethod
-    def load(cls, file: Path | None = None, env: dict[str, str] | None = None, **overrides) -> "ServerConfig":
+    def load(cls, file: Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> ServerConfig:
         values = _from_toml(file) if file else {}
         env = dict(os.environ if env is None else env)
         for f in fields(cls):
             raw = env.get(f"AVATAR_{f.name.upper()}")
             if raw is not None:
-                values[f.name] = _parse(f.name, f.type, raw)
+                values[f.name] = _parse(f.name, str(f.type), raw)  # a string: annotations are postponed
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "ServerConfig":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerConfig:
         return cls.load(None, env, **overrides)
 
 
-def _from_toml(path: Path) -> dict:
+def _from_toml(path: Path) -> dict[str, Any]:
     import tomllib
 
     try:
@@ -102,7 +103,7 @@ def _from_toml(path: Path) -> dict:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     data = data.get("server", data)
-    known = {f.name: f.type for f in fields(ServerConfig)}
+    known = {f.name: str(f.type) for f in fields(ServerConfig)}
     out = {}
     for key, value in data.items():
         if key not in known:
@@ -111,7 +112,7 @@ def _from_toml(path: Path) -> dict:
     return out
 
 
-def _coerce(name: str, kind: str, value):
+def _coerce(name: str, kind: str, value: Any) -> Any:
     if kind.startswith("tuple") and isinstance(value, list):
         return tuple(str(v) for v in value)
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
@@ -121,7 +122,7 @@ def _coerce(name: str, kind: str, value):
     raise ConfigError(f"setting '{name}' must be {kind}, got {value!r}")
 
 
-def _parse(name: str, kind: str, raw: str):
+def _parse(name: str, kind: str, raw: str) -> Any:
     try:
         if kind == "int":
             return int(raw)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,7 +35,7 @@ NO_LLM = ("chat mode needs an LLM: start the server with AVATAR_LLM_BASE_URL "
 class Conversation:
     """One session's chat state; see the module docstring."""
 
-    def __init__(self, session: "Session", asr: SpeechRecognizer, llm: ChatLLM, vad: VadConfig = VadConfig()):
+    def __init__(self, session: Session, asr: SpeechRecognizer, llm: ChatLLM, vad: VadConfig = VadConfig()):
         self.session, self.asr, self.llm = session, asr, llm
         self.detector = TurnDetector(vad)
         self.history: deque[dict] = deque(maxlen=HISTORY_MESSAGES)
@@ -49,14 +50,16 @@ class Conversation:
                 if self.session.speaking:
                     self.session.interrupt()  # barge-in
             elif event.kind == "pause":
+                assert event.audio is not None  # pauses and ends carry the turn's audio
                 if self._early is None or self._early[1].done():
                     early = asyncio.ensure_future(self.asr.transcribe(event.audio))
                     early.add_done_callback(lambda f: f.cancelled() or f.exception())  # unused ones too
                     self._early = (event.voiced, early)
             else:
                 self.session.hub.emit("user_speech_ended")
-                early, self._early = self._early, None
-                reuse = early[1] if early and early[0] == event.voiced else None
+                assert event.audio is not None
+                pending, self._early = self._early, None
+                reuse = pending[1] if pending and pending[0] == event.voiced else None
                 log.info("turn ended: %d voiced frames, early recognition %s", event.voiced,
                          "reused" if reuse else "not usable")
                 self.session.spawn(self._turn(event.audio, reuse))

@@ -5,55 +5,68 @@ with ultrafast) and recreates the encoder, with a keyframe, on every REMB change
 over 10 %. Here the encoder follows the session's BitrateControl (server/link.py),
 which changes at most once every MIN_CHANGE_S. A change reopens x264 (PyAV cannot
 retune an open encoder: measured, its bit_rate is read once), never a keyframe storm.
+
+How it is hooked in: aiortc has no setting for its encoders; each RTCRtpSender asks the
+module function `aiortc.rtcrtpsender.get_encoder` for one, so `install` points that name
+at ours for this process (the server process, whose only senders are sessions'). Ours
+implements aiortc's public `Encoder` interface and leaves packetisation to aiortc's own
+H264Encoder through its public `pack`; nothing private of aiortc's is overridden.
 """
 
 from __future__ import annotations
 
 import fractions
 import time
-from typing import Iterator
 
 import av
-from aiortc import rtcrtpsender
+from aiortc import RTCRtpCodecParameters, rtcrtpsender
 from aiortc.codecs import get_encoder as stock_get_encoder
 from aiortc.codecs import h264
+from aiortc.codecs.base import Encoder
+from av.frame import Frame
+from av.packet import Packet
 
 from .link import BitrateControl
 
 FPS = 25
 
 
-class RealtimeH264Encoder(h264.H264Encoder):
-    """aiortc's H264 encoder with a fast preset and the bitrate of its track's BitrateControl."""
+class RealtimeH264Encoder(Encoder):
+    """x264 with a fast preset at the bitrate of its track's BitrateControl."""
 
     bitrate = 1_200_000  # the ceiling: the configured video_bitrate
 
     def __init__(self) -> None:
-        super().__init__()
-        self.codec = None
+        self.codec: av.VideoCodecContext | None = None
         self.control = BitrateControl(self.bitrate)  # until the first frame brings the track's
         self.opened_at = 0  # the rate x264 was opened with (its bit_rate reads back rounded to kbit/s)
+        self._packer = h264.H264Encoder()  # aiortc's RTP packetisation (STAP-A, FU-A)
 
     @property
     def target_bitrate(self) -> int:
         return self.control.rate
 
     @target_bitrate.setter
-    def target_bitrate(self, value: int) -> None:  # aiortc calls this on every REMB
+    def target_bitrate(self, value: int) -> None:  # aiortc sets this on every REMB
         self.control.estimate(int(value), time.monotonic())  # the next frame reopens x264 if it moved
 
-    def _encode_frame(self, frame: av.VideoFrame, force_keyframe: bool) -> Iterator[bytes]:
+    def encode(self, frame: Frame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
+        assert isinstance(frame, av.VideoFrame)
         if isinstance(frame.opaque, BitrateControl):
             self.control = frame.opaque
         if self.codec and (self.opened_at != self.control.rate
                            or frame.width != self.codec.width or frame.height != self.codec.height):
             self.codec = None
-        frame.pict_type = av.video.frame.PictureType.I if force_keyframe else av.video.frame.PictureType.NONE
         if self.codec is None:
             self.codec = self._open(frame.width, frame.height)
-        data = b"".join(bytes(p) for p in self.codec.encode(frame))
-        if data:
-            yield from self._split_bitstream(data)
+        frame.pict_type = av.video.frame.PictureType.I if force_keyframe else av.video.frame.PictureType.NONE
+        packet = av.Packet(b"".join(bytes(p) for p in self.codec.encode(frame)))
+        assert frame.time_base is not None  # the track stamps every frame on the 90 kHz clock
+        packet.pts, packet.time_base = frame.pts, frame.time_base
+        return self._packer.pack(packet)
+
+    def pack(self, packet: Packet) -> tuple[list[bytes], int]:
+        return self._packer.pack(packet)
 
     def _open(self, width: int, height: int) -> av.VideoCodecContext:
         codec = av.CodecContext.create("libx264", "w")
@@ -70,7 +83,7 @@ class RealtimeH264Encoder(h264.H264Encoder):
         return codec
 
 
-def _get_encoder(codec):
+def _get_encoder(codec: RTCRtpCodecParameters) -> Encoder:
     if codec.mimeType.lower() == "video/h264":
         return RealtimeH264Encoder()
     return stock_get_encoder(codec)

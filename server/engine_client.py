@@ -13,8 +13,8 @@ import logging
 import multiprocessing as mp
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class EngineUnavailable(EngineError):
 class WorkerHandle:
     """One spawned EngineWorker, its pipe, its frame ring and its free slots."""
 
-    def __init__(self, index: int, config: EngineConfig, on_death: Callable[["WorkerHandle"], None] = lambda w: None):
+    def __init__(self, index: int, config: EngineConfig, on_death: Callable[[WorkerHandle], None] = lambda w: None):
         ctx = mp.get_context("spawn")
         self.index, self.on_death, self.dead = index, on_death, False
         self.ring = FrameRing(config.size, config.ring_slots)
@@ -63,13 +63,13 @@ class WorkerHandle:
         child.close()
         self.free = list(range(config.ring_slots))
         self.slot_freed = asyncio.Event()
-        self.sessions: dict[str, "EngineSession"] = {}
+        self.sessions: dict[str, EngineSession] = {}
         self.ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._outbox: queue.Queue = queue.Queue(SEND_QUEUE)
         threading.Thread(target=self._send_loop, name=f"engine-send-{index}", daemon=True).start()
         asyncio.get_running_loop().add_reader(self.conn.fileno(), self._on_readable)
 
-    def send(self, message) -> None:
+    def send(self, message: object) -> None:
         try:
             self._outbox.put_nowait(message)
         except queue.Full:
@@ -92,7 +92,7 @@ class WorkerHandle:
         except (EOFError, OSError):
             self._died()
 
-    def _dispatch(self, message) -> None:
+    def _dispatch(self, message: object) -> None:
         if isinstance(message, ReadyEvent):
             if not self.ready.done():
                 self.ready.set_result(message)
@@ -166,7 +166,7 @@ class EngineSession:
         self._pending: dict[int, asyncio.Future] = {}
         self.closed = False
 
-    def deliver(self, message) -> None:
+    def deliver(self, message: object) -> None:
         if isinstance(message, SessionOpenedEvent):
             if not self._opened.done():
                 self._opened.set_result(True)

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 
 class ApiError(Exception):
@@ -22,7 +23,7 @@ class ApiError(Exception):
 
 
 @web.middleware
-async def error_middleware(request: web.Request, handler):
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 logger = logging.getLogger(__name__)
 MIN_BITRATE = 150_000  # below this a 512x512 face is mush; frames keep flowing regardless
@@ -91,7 +92,7 @@ class RetransmitLimit:
         return True
 
 
-def limit_resends(sender, control: BitrateControl) -> RetransmitLimit | None:
+def limit_resends(sender: Any, control: BitrateControl) -> RetransmitLimit | None:
     """Put one aiortc RTCRtpSender's NACK resends under a RetransmitLimit (this sender only)."""
     resend = getattr(sender, "_retransmit", None)  # private: aiortc has no hook for its resends
     if resend is None:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
-    from .app import Server
+    from .playout import PlayoutStats
+    from .session import Session
 
 
 class Metrics:
     """The server's metrics registry (one per app, so tests can run several servers)."""
 
-    def __init__(self, server: "Server"):
+    def __init__(self, capacity: int, live: Callable[[], Iterable[Session]]):
+        """`live`: the sessions playing now, read at each scrape."""
         self.registry = CollectorRegistry()
         self.sessions_created = Counter("avatar_sessions_created", "Sessions admitted", registry=self.registry)
         self.sessions_rejected = Counter("avatar_sessions_rejected", "Sessions refused at capacity",
@@ -25,9 +28,9 @@ class Metrics:
         self.ttff = Histogram("avatar_time_to_first_frame_seconds", "Session start to first frame sent",
                               buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5), registry=self.registry)
         self.closed_frames = {"played": 0, "held": 0, "skipped": 0}  # of sessions that have ended
-        self.registry.register(_LiveCollector(server, self))
+        self.registry.register(_LiveCollector(capacity, live, self))
 
-    def session_closed(self, stats) -> None:
+    def session_closed(self, stats: PlayoutStats) -> None:
         for key in self.closed_frames:
             self.closed_frames[key] += getattr(stats, key)
 
@@ -36,14 +39,13 @@ class Metrics:
 
 
 class _LiveCollector:
-    def __init__(self, server: "Server", metrics: Metrics):
-        self.server, self.metrics = server, metrics
+    def __init__(self, capacity: int, live: Callable[[], Iterable[Session]], metrics: Metrics):
+        self.capacity, self.live, self.metrics = capacity, live, metrics
 
-    def collect(self) -> Iterable:
-        sessions = list(self.server.sessions.values())
+    def collect(self) -> Iterator[Any]:
+        sessions = list(self.live())
         yield GaugeMetricFamily("avatar_sessions", "Live sessions", value=len(sessions))
-        yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most",
-                                value=self.server.config.max_sessions)
+        yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most", value=self.capacity)
         # Summaries over the live sessions, never one series per session: ids are secrets
         # that protect a session when no token is set, and per-id series grow without bound.
         fps = [s.fps for s in sessions] or [0.0]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import av
 import numpy as np
@@ -49,10 +49,11 @@ class MediaClock:
 
     async def wait_for(self, seconds: float) -> float:
         """Sleep until `seconds` after t0; return how late we woke (seconds)."""
-        delay = self.start() + seconds - time.monotonic()
+        due = self.start() + seconds
+        delay = due - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        return time.monotonic() - (self.t0 + seconds)
+        return time.monotonic() - due
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from .errors import ApiError
 
@@ -13,11 +14,11 @@ CORS_METHODS = "GET, POST, DELETE, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type"
 
 
-def auth_middleware(token: str):
+def auth_middleware(token: str) -> Middleware:
     """Requests to the API need the token (header, or `?token=` where browsers cannot set one)."""
 
     @web.middleware
-    async def middleware(request: web.Request, handler):
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if token and request.method != "OPTIONS" and request.path.startswith(PROTECTED):
             scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
             given = credentials.strip() if scheme.lower() == "bearer" else ""  # schemes are case-insensitive
@@ -30,7 +31,7 @@ def auth_middleware(token: str):
     return middleware
 
 
-def cors_middleware(allowed: tuple[str, ...]):
+def cors_middleware(allowed: tuple[str, ...]) -> Middleware:
     """Lets the listed origins embed the client; refuses foreign WebSocket origins."""
 
     def permitted(request: web.Request) -> str | None:
@@ -40,7 +41,7 @@ def cors_middleware(allowed: tuple[str, ...]):
         return origin if ("*" in allowed or origin in allowed) else ""
 
     @web.middleware
-    async def middleware(request: web.Request, handler):
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         origin = permitted(request)
         if origin == "" and request.headers.get("Upgrade", "").lower() == "websocket":
             return ApiError(403, "origin_not_allowed", "this origin may not open sessions' sockets").response()

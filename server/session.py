@@ -14,11 +14,13 @@ import datetime
 import logging
 import time
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import av
 import numpy as np
 from aiortc import RTCPeerConnection
-from aiortc.mediastreams import MediaStreamError
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
 from speech.sentences import split_stream
@@ -30,6 +32,9 @@ from .events import EventHub
 from .playout import AVFrame, Playout
 from .speech import Mark, Piece, SpeechQueue, new_utterance_id
 from .tracks import AvatarAudioTrack, AvatarVideoTrack
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
 
 log = logging.getLogger("server.session")
 
@@ -48,11 +53,11 @@ class Session:
                  echo: bool = True, delay_frames: int = 0, max_queued: int = 16):
         self.id, self.pc, self.engine, self.tts, self.hub = session_id, pc, engine, tts, hub
         self.mode, self.echo, self.max_queued = mode, echo, max_queued
-        self.conversation = None  # set by the server in chat mode
+        self.conversation: Conversation | None = None  # set by the server in chat mode
         self.client: str | None = None  # the address that opened it (per-client limits)
         self.chunk_frames, self.lead = chunk_frames, max(lead_frames, chunk_frames)
         self.speech = SpeechQueue()
-        silent = (np.zeros(SAMPLES_PER_FRAME, np.int16), [], [])
+        silent: tuple[np.ndarray, list[Mark], list[str]] = (np.zeros(SAMPLES_PER_FRAME, np.int16), [], [])
         self._sound: deque[tuple[np.ndarray, list[Mark], list[str]]] = deque([silent] * delay_frames)
         self.playout = Playout(engine.frame, engine.release, self._on_marks, size)
         self.video = AvatarVideoTrack(self.playout, self._first_frame)
@@ -67,8 +72,9 @@ class Session:
         self.ttff_ms: float | None = None
         self.fps = 0.0  # video frames sent in the last stats period, per second
         self.fresh_fps = 0.0  # of those, newly rendered ones (the rest repeat a late engine's last frame)
-        self.on_first_frame = None  # hooks for the server's metrics
-        self.on_interrupt = None
+        self.on_first_frame: Callable[[float], None] | None = None  # hooks for the server's metrics
+        self.on_interrupt: Callable[[int], None] | None = None
+        self.closed_task: asyncio.Task | None = None  # the server's, which forgets it once closed
 
     def start(self) -> None:
         self.spawn(self._pump())
@@ -76,7 +82,7 @@ class Session:
         self.spawn(self._connect_watchdog())
         self.pc.on("track", self._on_remote_track)
 
-    def spawn(self, coro) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
         """Run a task that ends with the session."""
         task = asyncio.create_task(coro)
         self._tasks.add(task)
@@ -96,11 +102,11 @@ class Session:
         self.produce(utterance_id, self.speak_sentences(utterance_id, split_stream(text)))
         return utterance_id
 
-    def produce(self, utterance_id: str, producer) -> None:
+    def produce(self, utterance_id: str, producer: Coroutine[Any, Any, None]) -> None:
         """Run a coroutine that pushes an utterance's audio; it is cancelled by `interrupt`."""
         self._producers[utterance_id] = self.spawn(self._run_producer(utterance_id, producer))
 
-    async def _run_producer(self, utterance_id: str, producer) -> None:
+    async def _run_producer(self, utterance_id: str, producer: Coroutine[Any, Any, None]) -> None:
         try:
             await producer
         except TtsError as exc:
@@ -112,7 +118,7 @@ class Session:
         if still_ours and not self.closed.is_set():
             self.speech.finish(utterance_id)
 
-    async def speak_sentences(self, utterance_id: str, sentences) -> None:
+    async def speak_sentences(self, utterance_id: str, sentences: AsyncIterator[str]) -> None:
         async for sentence in sentences:
             if not await self.speech.push(utterance_id, await self.tts.synthesize(sentence, owner=self.id)):
                 return
@@ -171,7 +177,7 @@ class Session:
                 self.hub.emit("speak_ended", utterance_id=mark.utterance_id)
 
     # --- microphone ------------------------------------------------------------
-    def _on_remote_track(self, track) -> None:
+    def _on_remote_track(self, track: MediaStreamTrack) -> None:
         if track.kind != "audio":
             return
         if self.mode == "mirror":  # the user's voice drives the face as it arrives
@@ -180,11 +186,12 @@ class Session:
         elif self.mode == "chat" and self.conversation is not None:
             self.spawn(self._listen(track, 16_000, self.conversation.hear))
 
-    async def _listen(self, track, rate: int, sink) -> None:
+    async def _listen(self, track: MediaStreamTrack, rate: int, sink: Callable[[np.ndarray], object]) -> None:
         resampler = av.AudioResampler("s16", "mono", rate)
         try:
             while not self.closed.is_set():
                 frame = await track.recv()
+                assert isinstance(frame, av.AudioFrame)  # only audio tracks are listened to
                 for out in resampler.resample(frame):
                     sink(out.to_ndarray().reshape(-1))
         except MediaStreamError:
@@ -233,7 +240,8 @@ class Session:
             await asyncio.sleep(1.0)
             if self.video.first_frame_at is None:
                 if time.monotonic() - self.created > CONNECT_TIMEOUT_S:
-                    self.fail("not_connected", f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
+                    self.fail("not_connected",
+                              f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
             elif await self._seconds_since_receiver_report() > PEER_SILENT_S:
                 self.fail("peer_gone", "the viewer stopped answering")
 
@@ -244,8 +252,9 @@ class Session:
                 if stat.type == "remote-inbound-rtp":
                     latest = max(latest or stat.timestamp, stat.timestamp)
         if latest is None:
+            assert self.video.first_frame_at is not None  # only asked once media flows
             return time.monotonic() - self.video.first_frame_at
-        return (datetime.datetime.now(datetime.timezone.utc) - latest).total_seconds()
+        return (datetime.datetime.now(datetime.UTC) - latest).total_seconds()
 
     async def _stats(self) -> None:
         last_sent, last_played, last_bytes, last_t = 0, 0, 0, time.monotonic()

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import (
+    RTCConfiguration,
+    RTCIceServer,
+    RTCPeerConnection,
+    RTCRtpSender,
+    RTCRtpTransceiver,
+    RTCSessionDescription,
+)
 from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationError
+from aiortc.mediastreams import MediaStreamTrack
 
 from .config import ServerConfig
 from .errors import ApiError
 from .link import limit_resends
+from .tracks import AvatarVideoTrack
 
 MAX_SDP = 64 * 1024
 REQUIRED = (("fingerprint", "WebRTC needs the DTLS certificate fingerprint, or the session could never connect"),
@@ -41,14 +50,15 @@ def peer_connection(config: ServerConfig) -> RTCPeerConnection:
     return RTCPeerConnection(RTCConfiguration(iceServers=servers))
 
 
-def _prefer_h264(transceiver) -> None:
+def _prefer_h264(transceiver: RTCRtpTransceiver) -> None:
     codecs = RTCRtpSender.getCapabilities("video").codecs
     h264 = [c for c in codecs if c.mimeType.lower() == "video/h264"]
     rest = [c for c in codecs if c.mimeType.lower() != "video/h264"]
     transceiver.setCodecPreferences(h264 + rest)
 
 
-async def answer(pc: RTCPeerConnection, sdp: str, video, audio, hear: bool) -> RTCSessionDescription:
+async def answer(pc: RTCPeerConnection, sdp: str, video: AvatarVideoTrack, audio: MediaStreamTrack,
+                 hear: bool) -> RTCSessionDescription:
     """Attach our tracks, prefer H.264 (before setRemoteDescription, where it takes effect), answer.
 
     `hear`: accept the client's microphone. Otherwise the answer is send-only, so an

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fractions
 import time
+from collections.abc import Callable
 
 import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
@@ -50,7 +51,7 @@ class AvatarVideoTrack(_PacedTrack):
     kind = "video"
     period = 1 / FPS
 
-    def __init__(self, playout: Playout, on_first_frame=None):
+    def __init__(self, playout: Playout, on_first_frame: Callable[[], None] | None = None):
         super().__init__(playout)
         self.first_frame_at: float | None = None
         self._on_first_frame = on_first_frame

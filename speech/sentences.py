@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 MAX_SENTENCE = 240  # characters; a voice reads one sentence per request

@@ -40,8 +40,14 @@ class TtsError(Exception):
 
 
 class TextToSpeech(Protocol):
+    async def start(self) -> None:
+        """Load the voice, so the first sentence does not wait for it."""
+
     async def synthesize(self, sentence: str, owner: str = "") -> np.ndarray:
         """One sentence as 48 kHz mono int16; `owner` (a session) shares the voice fairly."""
+
+    async def close(self) -> None:
+        """Stop, leaving no process or file behind."""
 
 
 def default_voice() -> Path:
@@ -132,7 +138,7 @@ class PiperTts:
             await self._kill()
             try:
                 await self._warm(WARM_UP[1:])
-            except (asyncio.TimeoutError, ConnectionError):
+            except (TimeoutError, ConnectionError):
                 await self._kill()  # the next sentence launches it again, and reports a failure
             self.recycled += 1
 
@@ -202,7 +208,7 @@ class PiperTts:
                 self._base_mb = None  # a cold process: sized after its first sentence
             try:
                 path = await asyncio.wait_for(self._ask(line), SYNTH_TIMEOUT_S)
-            except (asyncio.TimeoutError, ConnectionError) as exc:
+            except (TimeoutError, ConnectionError) as exc:
                 await self._kill()
                 raise TtsError(f"speech synthesis failed: {exc or 'timeout'}") from None
             if self._base_mb is None and self._proc:

@@ -8,7 +8,7 @@ import time
 
 from aiohttp import web
 
-from tests.conftest import free_port
+from .server import free_port
 
 
 class FakeLLM:

@@ -49,7 +49,7 @@ class ServerProcess:
                 time.sleep(0.3)
         raise TimeoutError("server did not become ready")
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         try:
             self.wait_ready()
         except BaseException:

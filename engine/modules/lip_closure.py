@@ -63,7 +63,7 @@ class LipClosure(Module):
         self.p = {k: np.asarray(v, np.float32) for k, v in self.params.items()}
 
     @classmethod
-    def from_params(cls, params: dict[str, np.ndarray], config: LipClosureConfig) -> "LipClosure":
+    def from_params(cls, params: dict[str, np.ndarray], config: LipClosureConfig) -> LipClosure:
         model = cls.__new__(cls)
         model.checkpoint, model.params, model.config = None, params, config
         model.p = {k: np.asarray(v, np.float32) for k, v in params.items()}

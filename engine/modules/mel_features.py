@@ -8,6 +8,7 @@ the RollingState, so a stream cut into chunks of any size gives the same rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ SILENCE = float(np.log10(FLOOR))
 
 def mel_filters(bands: int = BANDS, low: float = 80.0, high: float = 7600.0) -> np.ndarray:
     """(bands, WINDOW // 2 + 1) triangular filters, equally spaced on the mel scale."""
-    mel = lambda hz: 2595 * np.log10(1 + hz / 700)  # noqa: E731
+    mel: Callable[[float], float] = lambda hz: 2595 * np.log10(1 + hz / 700)  # noqa: E731
     edges = 700 * (10 ** (np.linspace(mel(low), mel(high), bands + 2) / 2595) - 1)
     freqs = np.fft.rfftfreq(WINDOW, 1 / RATE)
     rise = (freqs[None] - edges[:-2, None]) / (edges[1:-1] - edges[:-2])[:, None]

@@ -82,10 +82,10 @@ class MotionDiT(Module):
         # the committed weights' metadata also carries sampler settings, now SamplerConfig's
         self.config = saved_config(checkpoint, MotionDiTConfig)
         self.p = _prepared(self.params)
-        self._conditions: dict[float, list[np.ndarray]] = {}
+        self._conditions: dict[float, list[list[np.ndarray]]] = {}
 
     @classmethod
-    def from_params(cls, params: dict[str, np.ndarray], config: MotionDiTConfig) -> "MotionDiT":
+    def from_params(cls, params: dict[str, np.ndarray], config: MotionDiTConfig) -> MotionDiT:
         """A model from in-memory weights (tests, and evaluation during training)."""
         model = cls.__new__(cls)
         model.checkpoint, model.params, model.config = None, params, config
@@ -103,7 +103,7 @@ class MotionDiT(Module):
         shift, scale = modulations[-1]
         return _linear(p, "final.out", _norm(h) * (1 + scale) + shift)
 
-    def modulations(self, sigma: np.ndarray) -> list:
+    def modulations(self, sigma: np.ndarray) -> list[list[np.ndarray]]:
         """Each block's adaLN shift/scale/gate for noise level sigma; they depend on nothing else,
         so a sampler with a fixed schedule computes them once per sigma (cached for batch 1)."""
         key = float(sigma[0]) if len(sigma) == 1 else None
@@ -118,7 +118,7 @@ class MotionDiT(Module):
             self._conditions[key] = out
         return out
 
-    def _block(self, h: np.ndarray, modulation: list, name: str) -> np.ndarray:
+    def _block(self, h: np.ndarray, modulation: list[np.ndarray], name: str) -> np.ndarray:
         p, heads = self.p, self.config.heads
         shift1, scale1, gate1, shift2, scale2, gate2 = modulation
         b, w, d = h.shape

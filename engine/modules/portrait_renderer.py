@@ -58,7 +58,7 @@ class PortraitRenderer:
         half = np.mgrid[0 : self.size // 2, 0 : self.size // 2].astype(np.float32)
         self._half_x, self._half_y = half[1], half[0]
 
-    def _box_border(self, box) -> np.ndarray:
+    def _box_border(self, box: tuple[int, int, int, int]) -> np.ndarray:
         """Fixed points along the face box so the field fades to zero at its edges."""
         x0, y0, x1, y1 = box
         t = np.linspace(0, 1, 7)[:-1]

@@ -107,6 +107,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         The window's rows carry the features `lookahead` frames ahead of their frame, so the
         last `rows` rows up to a frame's own are the detector's input for it.
         """
+        assert self.closure is not None  # run() calls this only with a detector
         rows = self.closure.config.rows
         windows = np.stack([feats[i + 1 - rows: i + 1] for i in range(self.context, len(feats))])
         low, high = self.gate

@@ -56,7 +56,7 @@ class Resampler:
         return np.concatenate(out) if out else np.zeros(0, np.int16)
 
 
-async def serve_agent_audio(session: "Session", request: web.Request, rate: int) -> web.WebSocketResponse:
+async def serve_agent_audio(session: Session, request: web.Request, rate: int) -> web.WebSocketResponse:
     ws = web.WebSocketResponse(heartbeat=20, max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
     resample, utterance, budget = Resampler(rate), None, RateLimit(MAX_MESSAGES_PER_S)
@@ -77,7 +77,7 @@ async def serve_agent_audio(session: "Session", request: web.Request, rate: int)
     return ws
 
 
-async def _close_with(session: "Session", ws: web.WebSocketResponse) -> None:
+async def _close_with(session: Session, ws: web.WebSocketResponse) -> None:
     """The socket ends with its session (deleted, failed or the server stopping)."""
     await session.closed.wait()
     await ws.close(code=1001, message=b"session ended")
@@ -100,7 +100,8 @@ class RateLimit:
         self.tokens -= 1
 
 
-async def _audio(session, ws, resample: Resampler, utterance, data: bytes):
+async def _audio(session: Session, ws: web.WebSocketResponse, resample: Resampler, utterance: str | None,
+                 data: bytes) -> str | None:
     if not data:
         return utterance  # an empty message carries no audio
     if len(data) % 2:
@@ -119,7 +120,7 @@ async def _audio(session, ws, resample: Resampler, utterance, data: bytes):
     return utterance
 
 
-async def _control(session, ws, utterance, data: str):
+async def _control(session: Session, ws: web.WebSocketResponse, utterance: str | None, data: str) -> str | None:
     try:
         message = parse_json(data)
     except ApiError:
@@ -136,5 +137,5 @@ async def _control(session, ws, utterance, data: str):
     return utterance
 
 
-async def _refuse(ws, session, code: str, message: str) -> None:
+async def _refuse(ws: web.WebSocketResponse, session: Session, code: str, message: str) -> None:
     await ws.send_json(event(session.id, "error", code=code, message=message))

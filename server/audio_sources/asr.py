@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ class AsrError(Exception):
     """Recognition failed for this turn."""
 
 
-def _load():
+def _load() -> Any:
     global _MODEL
     if _MODEL is None:
         os.environ["HF_HUB_OFFLINE"] = "1"  # never reach for a model hub

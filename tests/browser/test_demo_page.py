@@ -50,7 +50,8 @@ async def test_connect_shows_the_face_speaks_and_interrupts(page):
     await page.get_by_test_id("speak-text").fill("Good morning! I am talking to you from inside this browser tab, "
                                             "and my lips move with every word I say.")
     await page.get_by_test_id("speak").click()
-    await page.wait_for_function("() => document.querySelector('[data-testid=status]').textContent.startsWith('Speaking')")
+    await page.wait_for_function(
+        "() => document.querySelector('[data-testid=status]').textContent.startsWith('Speaking')")
     await page.wait_for_timeout(700)
     await page.screenshot(path=str(ARTIFACTS / "demo-speaking.png"))
     speaking = await mouth_track(page, 2.0)
@@ -68,7 +69,8 @@ async def test_connect_shows_the_face_speaks_and_interrupts(page):
 async def test_switch_to_mirror_mode_lip_syncs_the_fake_microphone(page):
     await connect(page)
     await page.get_by_test_id("mode").select_option("mirror")  # reconnects in the new mode
-    await page.wait_for_function("() => document.querySelector('[data-testid=mic]').getAttribute('aria-pressed') === 'true'")
+    await page.wait_for_function(
+        "() => document.querySelector('[data-testid=mic]').getAttribute('aria-pressed') === 'true'")
     await wait_playing(page)
     counts = await mouth_track(page, 4.0)  # jfk.flac plays in a loop into the fake microphone
     assert max(counts) > OPEN and np.std(counts) > 40, f"mouth did not follow the microphone: {counts}"
@@ -78,7 +80,8 @@ async def test_upload_a_portrait_and_connect_with_it(page):
     photo = ARTIFACTS / "upload-portrait.jpg"
     cv2.imwrite(str(photo), cv2.cvtColor(skimage.data.astronaut()[:, ::-1], cv2.COLOR_RGB2BGR))
     await page.get_by_test_id("upload").set_input_files(str(photo))
-    await page.wait_for_function("() => document.querySelector('[data-testid=status]').textContent.startsWith('Photo ready')",
+    await page.wait_for_function(
+        "() => document.querySelector('[data-testid=status]').textContent.startsWith('Photo ready')",
                            timeout=60_000)
     avatar_id = await page.get_by_test_id("avatar").input_value()
     assert avatar_id != "default"

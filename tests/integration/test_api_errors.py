@@ -23,8 +23,10 @@ GOOD_HEADER = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
         ('{"sdp": "hello there"}', "application/json", "bad_sdp"),
         ('{"sdp": "v=0\\r\\nm=video 9 UDP/TLS/RTP/SAVPF 96\\r\\n"}', "application/json", "bad_sdp"),
         ('{"sdp": "v=0\\r\\nm=audio 9 RTP/AVP 0\\r\\n"}', "application/json", "bad_sdp"),
-        (json.dumps({"sdp": GOOD_HEADER + "m=video 9 UDP/TLS/RTP/SAVPF 96\r\n", "type": "answer"}), "application/json", "bad_sdp"),
-        (json.dumps({"sdp": GOOD_HEADER + "m=video 9 UDP/TLS/RTP/SAVPF 96\r\n" + "a=x\r\n" * 40000}), "application/json", "body_too_large"),
+        (json.dumps({"sdp": GOOD_HEADER + "m=video 9 UDP/TLS/RTP/SAVPF 96\r\n", "type": "answer"}),
+         "application/json", "bad_sdp"),
+        (json.dumps({"sdp": GOOD_HEADER + "m=video 9 UDP/TLS/RTP/SAVPF 96\r\n" + "a=x\r\n" * 40000}),
+         "application/json", "body_too_large"),
         ("", "application/json", "bad_json"),
     ],
 )

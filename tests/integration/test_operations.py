@@ -21,7 +21,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def ops_server():
-    with ServerProcess(env={"AVATAR_MAX_SESSIONS": "1", "AVATAR_TOKEN": TOKEN, "AVATAR_ALLOWED_ORIGINS": ALLOWED}) as proc:
+    env = {"AVATAR_MAX_SESSIONS": "1", "AVATAR_TOKEN": TOKEN, "AVATAR_ALLOWED_ORIGINS": ALLOWED}
+    with ServerProcess(env=env) as proc:
         yield proc
 
 
@@ -158,7 +159,8 @@ async def test_metrics_report_sessions_frames_and_first_frame_times(server):
                  "avatar_worker_restarts_total", "avatar_interrupts_total", "avatar_session_queue_frames_max "):
         assert name in text, name
     assert viewer.session_id not in text  # ids are what protects a session when no token is set
-    played = float(next(l for l in text.splitlines() if l.startswith("avatar_frames_played_total")).split()[-1])
+    played_line = next(line for line in text.splitlines() if line.startswith("avatar_frames_played_total"))
+    played = float(played_line.split()[-1])
     assert played >= 30
 
 

@@ -71,7 +71,8 @@ def test_bad_inputs_get_one_line_and_a_nonzero_exit(tmp_path, name, content):
     path.write_bytes(content if content is not None else (SHARED_DATA / "jfk.flac").read_bytes()[:20000])
     out = tmp_path / "out.mp4"
     result = run("--audio", path, "--out", out)
-    lines = [l for l in result.stderr.replace("\r", "\n").splitlines() if l.strip() and not l.startswith("rendering")]
+    lines = [line for line in result.stderr.replace("\r", "\n").splitlines()
+             if line.strip() and not line.startswith("rendering")]
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert len(lines) == 1 and lines[0].startswith("avatar-render: ")
     assert not out.exists() and not list(tmp_path.glob("*.part"))

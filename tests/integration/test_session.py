@@ -34,7 +34,8 @@ async def test_speak_moves_the_mouth_with_audio_and_silence_keeps_it_closed(serv
         silent_from = time.monotonic()
         await asyncio.sleep(2.0)
         silent_to = time.monotonic()
-        status, body = await viewer.post("speak", {"text": "Hello there. I am speaking to you from the server, with my lips in sync."})
+        text = "Hello there. I am speaking to you from the server, with my lips in sync."
+        status, body = await viewer.post("speak", {"text": text})
         assert status == 202 and body["utterance_id"]
         await viewer.wait_event("speak_ended", 20)
         started = next(e for e in events if e["type"] == "speak_started")

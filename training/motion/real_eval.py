@@ -133,7 +133,7 @@ def through(pcm: np.ndarray, channel: str) -> np.ndarray:
     return np.clip(x * 32767, -32768, 32767).astype(np.int16)
 
 
-def channel_corr(clips: list[dict], meter: "MouthMeter", weights: Path, system: str = "dit") -> dict:
+def channel_corr(clips: list[dict], meter: MouthMeter, weights: Path, system: str = "dit") -> dict:
     """real_corr of `system` when the held-out clips' audio comes through each channel."""
     out = {}
     for channel in CHANNELS:

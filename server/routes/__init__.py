@@ -1,0 +1,1 @@
+"""The HTTP and WebSocket API of api.md, one module per resource."""

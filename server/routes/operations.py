@@ -1,0 +1,72 @@
+"""Routes for operators and pages: the demo page, static files, health, metrics, ICE servers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from ..errors import ApiError
+from ..server import SERVER
+
+ROOT = Path(__file__).resolve().parents[2]
+routes = web.RouteTableDef()
+
+
+@routes.get("/")
+async def index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(ROOT / "static" / "index.html")
+
+
+@routes.get("/healthz")
+async def healthz(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    return web.json_response({
+        "status": "ok", "sessions": len(server.sessions), "max_sessions": server.config.max_sessions,
+        "available": max(0, server.config.max_sessions - server.held),
+        "workers": [{"index": w.index, "pid": w.process.pid, "sessions": len(w.sessions),
+                     "free_slots": len(w.free)} for w in server.engine.workers],
+        "worker_restarts": server.engine.restarts, "uptime_s": round(time.time() - server.started, 1),
+    })
+
+
+@routes.get("/metrics")
+async def metrics_page(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    return web.Response(body=server.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@routes.get("/v1/ice")
+async def ice(request: web.Request) -> web.Response:
+    """The STUN/TURN servers browsers should use too (behind NAT they need the same relay)."""
+    server = request.app[SERVER]
+    c = server.config
+    servers = [{"urls": list(c.ice_servers), **({"username": c.ice_username} if c.ice_username else {}),
+                **({"credential": c.ice_credential} if c.ice_credential else {})}] if c.ice_servers else []
+    return web.json_response({"iceServers": servers})
+
+
+@routes.get("/favicon.ico")
+async def favicon(request: web.Request) -> web.Response:
+    return web.Response(status=204)
+
+
+def add_static(app: web.Application) -> None:
+    for prefix in ("static", "web"):
+        app.router.add_get(f"/{prefix}/{{path:.+}}", _files(ROOT / prefix))
+
+
+def _files(folder: Path) -> Handler:
+    """Files under `folder`; a miss is the API's 404 body, like every other refusal."""
+    folder = folder.resolve()
+
+    async def handler(request: web.Request) -> web.FileResponse:
+        path = (folder / request.match_info["path"]).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():
+            raise ApiError(404, "not_found", f"no file {request.path}")
+        return web.FileResponse(path)
+
+    return handler

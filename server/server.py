@@ -1,0 +1,145 @@
+"""Server: what the routes share, the engine client, the TTS process, the avatar store and the
+live sessions, with admission (capacity, per-address limits) and each session's start and end."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from aiohttp import web
+from aiortc import RTCSessionDescription
+
+from engine.config import EngineConfig, motion_delay_frames
+from speech.tts import PiperTts, TextToSpeech
+
+from . import encoder
+from .audio_sources.asr import SpeechRecognizer
+from .audio_sources.llm import ChatLLM, LlmConfig
+from .avatars import AvatarStore
+from .config import ServerConfig
+from .conversation import Conversation
+from .engine_client import EngineClient
+from .errors import ApiError
+from .events import EventHub
+from .metrics import Metrics
+from .session import Session
+from .signaling import answer, peer_connection
+
+log = logging.getLogger("server")
+MODES = ("tts", "mirror", "chat")
+RETRY_AFTER_S = 5
+
+
+class Server:
+    """Owns the engine client, the TTS process and the live sessions."""
+
+    def __init__(self, config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
+                 tts: TextToSpeech | None = None):
+        self.config = config
+        self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
+        self.engine = EngineClient(self.engine_config, config.workers)
+        self.motion_delay = motion_delay_frames(self.engine_config.motion)
+        self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
+        self.sessions: dict[str, Session] = {}
+        self.asr = SpeechRecognizer()
+        self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
+        self._asr_warm: asyncio.Task | None = None
+        self._opening: dict[str | None, int] = {}  # sessions being answered, per client address
+        self.metrics = Metrics(config.max_sessions, self.sessions.values)
+        self.engine.on_restart = self.metrics.worker_restarts.inc
+        self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars)
+        self.started = time.time()
+
+    async def startup(self, app: web.Application) -> None:
+        encoder.install(self.config.video_bitrate)
+        await asyncio.gather(self.engine.start(), self.tts.start())
+
+    async def shutdown(self, app: web.Application) -> None:
+        await asyncio.gather(*(s.close() for s in list(self.sessions.values())), return_exceptions=True)
+        await self.engine.stop()
+        await self.tts.close()
+        self.avatars.close()
+        self.asr.close()
+
+    def session(self, session_id: str) -> Session:
+        """A live session, or the API's 404."""
+        session = self.sessions.get(session_id)
+        if session is None or session.closed.is_set():
+            raise ApiError(404, "unknown_session", "no such session (it may have ended)")
+        return session
+
+    @property
+    def held(self) -> int:
+        """Places taken: live sessions and those still being answered."""
+        return len(self.sessions) + sum(self._opening.values())
+
+    def _admit(self, client: str | None) -> None:
+        if self.held >= self.config.max_sessions:
+            self.metrics.sessions_rejected.inc()
+            raise ApiError(503, "at_capacity",
+                           f"the server is at capacity ({self.config.max_sessions} sessions); try again shortly",
+                           {"Retry-After": str(RETRY_AFTER_S)})
+        limit = self.config.max_sessions_per_client
+        held = sum(s.client == client for s in self.sessions.values()) + self._opening.get(client, 0)
+        if limit and held >= limit:
+            self.metrics.sessions_rejected.inc()
+            raise ApiError(429, "too_many_sessions", f"this address already holds {limit} sessions "
+                           "(max_sessions_per_client); close one first", {"Retry-After": str(RETRY_AFTER_S)})
+
+    async def open_session(self, sdp: str, mode: str, avatar_id: object,
+                           client: str | None) -> tuple[Session, RTCSessionDescription]:
+        avatar = self.avatars.path(avatar_id)
+        self._admit(client)
+        self._opening[client] = self._opening.get(client, 0) + 1  # counted while ICE gathers: no overshoot
+        try:
+            session = self._new_session(mode, avatar)
+            session.client = client
+            try:
+                local = await answer(session.pc, sdp, session.video, session.audio, hear=mode != "tts")
+            except BaseException:
+                await session.close()
+                raise
+        finally:
+            self._opening[client] -= 1
+            if not self._opening[client]:
+                del self._opening[client]
+        self.sessions[session.id] = session
+        self.metrics.sessions_created.inc()
+        log.info("session %s started: mode %s, avatar %s, client %s", session.id, mode, avatar.name, client)
+        session.pc.on("connectionstatechange", lambda: self._on_state(session))
+        session.closed_task = asyncio.create_task(self._forget_when_closed(session))
+        return session, local
+
+    def _new_session(self, mode: str, avatar: Path) -> Session:
+        session_id = secrets.token_hex(8)
+        engine = self.engine.open_session(session_id, str(avatar), seed=secrets.randbits(31),
+                                          on_error=lambda e: None)
+        session = Session(session_id, peer_connection(self.config), engine, self.tts, EventHub(session_id),
+                          self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
+                          mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
+                          max_queued=self.config.max_queued_utterances)
+        engine.on_error = lambda exc: session.fail(exc.code, str(exc))
+        session.on_first_frame = self.metrics.ttff.observe
+        session.on_interrupt = self.metrics.interrupts.inc
+        if mode == "chat":
+            session.conversation = Conversation(session, self.asr, self.llm)
+            if self._asr_warm is None:  # load Whisper while the user says hello
+                self._asr_warm = asyncio.create_task(self.asr.warm())
+        session.start()  # render the first frames while ICE and DTLS run
+        return session
+
+    def _on_state(self, session: Session) -> None:
+        if session.pc.connectionState in ("failed", "closed"):
+            asyncio.ensure_future(session.close())
+
+    async def _forget_when_closed(self, session: Session) -> None:
+        await session.closed.wait()
+        self.sessions.pop(session.id, None)
+        self.metrics.session_closed(session.playout.stats)
+
+
+SERVER = web.AppKey("server", Server)
