@@ -21,7 +21,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.offload import BlockOffloader  # noqa: E402
+from engine.accel.offload import BlockOffloader  # noqa: E402
 
 
 def make_blocks(n: int, dim: int) -> nn.ModuleList:

@@ -27,7 +27,7 @@ from testkit.server import ARTIFACTS, SHARED_DATA  # noqa: E402
 
 
 def looped_wav(minutes: float) -> Path:
-    from engine.render import audio_stream
+    from engine.batch.render import audio_stream
 
     blocks, _ = audio_stream(SHARED_DATA / "jfk.flac")
     speech = np.concatenate(list(blocks))
@@ -55,9 +55,9 @@ def run_measured(cmd: list[str]) -> tuple[float, float]:
 BASELINE = """
 import sys, numpy as np, cv2
 from pathlib import Path
-from engine.avatar import DEFAULT_AVATAR, load_portrait
-from engine.render import Mp4Writer, audio_stream, chunks
-from engine.stage import FrameChunk
+from engine.families.portrait.avatar import DEFAULT_AVATAR, load_portrait
+from engine.batch.render import Mp4Writer, audio_stream, chunks
+from engine.core.stage import FrameChunk
 frame = cv2.cvtColor(load_portrait(DEFAULT_AVATAR).image, cv2.COLOR_RGB2YUV_I420)
 writer, n = Mp4Writer(Path(sys.argv[2]), 512), 0
 for pcm in chunks(audio_stream(Path(sys.argv[1]))[0], 3840, 3840):
@@ -74,7 +74,7 @@ def main() -> None:
     report = {}
     for minutes in args.minutes:
         wav = looped_wav(minutes)
-        seconds, peak = run_measured([sys.executable, "-m", "engine.render", "--audio", str(wav),
+        seconds, peak = run_measured([sys.executable, "-m", "engine.batch.render", "--audio", str(wav),
                                       "--out", str(ARTIFACTS / "bench-render.mp4")])
         base_s, base_peak = run_measured([sys.executable, "-c", BASELINE, str(wav), str(ARTIFACTS / "bench-base.mp4")])
         report[f"{minutes:g}min"] = {

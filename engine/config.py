@@ -23,7 +23,7 @@ def motion_delay_frames(motion: str = "dit", weights: Path | None = None) -> int
         return 0
     from safetensors import safe_open
 
-    from .modules.motion_dit import WEIGHTS
+    from engine.families.motion.dit import WEIGHTS
 
     with safe_open(str(weights or WEIGHTS), "numpy") as f:
         return int(json.loads(f.metadata()["config"]).get("lookahead", 0))

@@ -47,7 +47,7 @@ class PathOnlyAccessLogger(AbstractAccessLogger):
 
 def _prepare_avatar(path: Path, folder: Path) -> Path:
     """Crop and analyse a user's photo once; the prepared copy is what workers load."""
-    from engine.avatar import NoFaceError, prepare_upload
+    from engine.families.portrait.avatar import NoFaceError, prepare_upload
 
     try:
         avatar_id = prepare_upload(path.read_bytes(), str(folder))

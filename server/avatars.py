@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from engine.avatar import NoFaceError, cache_path, prepare_upload
+from engine.families.portrait.avatar import NoFaceError, cache_path, prepare_upload
 
 from .errors import ApiError
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from engine.avatar import DEFAULT_AVATAR
 from engine.config import MOTION_MODELS
+from engine.families.portrait.avatar import DEFAULT_AVATAR
 
 
 def _default_workers() -> int:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.config import EngineConfig
-from engine.entry import run_worker
-from engine.ipc import (
+from engine.runtime.entry import run_worker
+from engine.runtime.ipc import (
     CloseSessionRequest,
     FrameRing,
     FramesReadyEvent,

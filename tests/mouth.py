@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.avatar import DEFAULT_AVATAR, cache_path
+from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 
 DARK_LUMA = 70
 

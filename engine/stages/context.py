@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..modules.audio_features import AudioFeatureModule
-from ..modules.mel_features import MelFeatureModule
-from ..stage import AudioChunk, AudioFeatures, Stage
+from engine.core.stage import AudioChunk, AudioFeatures, Stage
+from engine.families.motion.audio_features import AudioFeatureModule
+from engine.families.motion.mel_features import MelFeatureModule
 
 
 class ContextStage(Stage[AudioChunk, AudioFeatures]):

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..modules.portrait_renderer import PortraitRenderer
-from ..stage import FrameChunk, MotionChunk, Stage
+from engine.core.stage import FrameChunk, MotionChunk, Stage
+from engine.families.portrait.renderer import PortraitRenderer
 
 
 class DecodeStage(Stage[MotionChunk, FrameChunk]):
@@ -18,4 +18,4 @@ class DecodeStage(Stage[MotionChunk, FrameChunk]):
 
     def run(self, data: MotionChunk, state: dict[str, Any]) -> FrameChunk:
         frames = np.stack([self.renderer.render_i420(c) for c in data.coeffs])
-        return FrameChunk(data.first_frame, frames, data.coeffs, data.tag)
+        return FrameChunk(data.first_frame, frames, data.coeffs)

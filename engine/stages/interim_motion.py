@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..modules.idle_motion import IdleMotionModule
-from ..modules.interim_motion import InterimMotionModule
-from ..stage import AudioFeatures, MotionChunk, Stage
+from engine.core.stage import AudioFeatures, MotionChunk, Stage
+from engine.families.motion.idle import IdleMotionModule
+from engine.families.motion.interim import InterimMotionModule
 
 
 class InterimMotionStage(Stage[AudioFeatures, MotionChunk]):
@@ -26,4 +26,4 @@ class InterimMotionStage(Stage[AudioFeatures, MotionChunk]):
     def run(self, data: AudioFeatures, state: dict[str, Any]) -> MotionChunk:
         coeffs, loud = self.speech(data.features, state["speech"])
         self.idle(coeffs, loud, state["idle"])
-        return MotionChunk(data.chunk.first_frame, coeffs, data.chunk.tag)
+        return MotionChunk(data.chunk.first_frame, coeffs)

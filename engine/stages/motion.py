@@ -17,17 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import motion
-from ..modules.lip_closure import LipClosure
-from ..modules.mel_features import DIM as AUDIO_DIM
-from ..modules.mel_features import SILENCE
-from ..modules.motion_dit import MotionDiT
-from ..schedule import ChunkPlan, i_chunk, interior, n_chunk
-from ..schedulers import flow_sigmas
-from ..stage import AudioFeatures, MotionChunk, Stage
-
-ANCHOR = 1
-"""Frames of N(k) that I(k-1) regenerates (its early anchor is the frame after them)."""
+from engine.core import motion
+from engine.core.chunks import ANCHOR, ChunkPlan, i_chunk, interior, n_chunk
+from engine.core.stage import AudioFeatures, MotionChunk, Stage
+from engine.families.motion.dit import MotionDiT
+from engine.families.motion.lip_closure import LipClosure
+from engine.families.motion.mel_features import DIM as AUDIO_DIM
+from engine.families.motion.mel_features import SILENCE
+from engine.families.motion.sigmas import flow_sigmas
 
 
 @dataclass(frozen=True)
@@ -99,7 +96,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         open_ = 1 - np.concatenate(shut)[:, None]  # the lips meet: no opening, raise or drop is left
         coeffs[:, PARTING] *= open_
         coeffs[:, LOWER] = np.where(coeffs[:, LOWER] > 0, coeffs[:, LOWER] * open_[:, 0], coeffs[:, LOWER])
-        return MotionChunk(data.chunk.first_frame, coeffs, data.chunk.tag)
+        return MotionChunk(data.chunk.first_frame, coeffs)
 
     def shut(self, feats: np.ndarray) -> np.ndarray:
         """How far to shut each frame of the window after its context (0..1), from LipClosure.

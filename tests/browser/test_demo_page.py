@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import skimage.data
 
-from engine.avatar import DEFAULT_AVATAR
+from engine.families.portrait.avatar import DEFAULT_AVATAR
 from tests.browser.conftest import ARTIFACTS, video_frame, wait_playing
 from tests.mouth import dark_pixels
 

@@ -97,6 +97,6 @@ def test_server_process_never_imports_torch():
         "import sys, server.app, server.__main__, server.engine_client;"
         "from server.config import ServerConfig; server.app.create_app(ServerConfig());"
         "assert 'torch' not in sys.modules, 'torch imported';"
-        "assert 'engine.pipeline' not in sys.modules, 'model code imported'"
+        "assert 'engine.core.pipeline' not in sys.modules, 'model code imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.render", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "engine.batch.render", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 

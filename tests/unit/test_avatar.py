@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.avatar import (
+from engine.families.portrait.avatar import (
     DEFAULT_AVATAR,
     NoFaceError,
     cache_path,

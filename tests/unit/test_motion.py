@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from engine import motion
 from engine.config import SAMPLES_PER_FRAME
-from engine.modules.audio_features import AudioFeatureModule
-from engine.modules.idle_motion import IdleMotionModule
-from engine.modules.interim_motion import InterimMotionModule
+from engine.core import motion
+from engine.families.motion.audio_features import AudioFeatureModule
+from engine.families.motion.idle import IdleMotionModule
+from engine.families.motion.interim import InterimMotionModule
 
 pytestmark = pytest.mark.unit
 JAW = motion.INDEX["jaw_open"]

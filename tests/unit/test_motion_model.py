@@ -3,14 +3,13 @@
 import numpy as np
 import pytest
 
-from engine import motion
-from engine.avatar import DEFAULT_AVATAR
 from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames
-from engine.modules.motion_dit import WEIGHTS, MotionDiT, MotionDiTConfig
-from engine.pipeline import Pipeline, motion_stages
-from engine.stage import AudioChunk
+from engine.core import motion
+from engine.core.pipeline import Pipeline, motion_stages
+from engine.core.stage import AudioChunk
+from engine.families.motion.dit import WEIGHTS, MotionDiT, MotionDiTConfig
+from engine.families.portrait.avatar import DEFAULT_AVATAR
 from engine.stages.motion import MotionStage
-from engine.state import RollingState
 
 pytestmark = pytest.mark.unit
 TINY = MotionDiTConfig(dim=32, depth=2, heads=2)
@@ -31,15 +30,12 @@ def tiny_model(seed: int = 0) -> MotionDiT:
 
 
 def run(stages, pcm: np.ndarray, seed: int = 0, chunk: int = 2) -> np.ndarray:
-    state = RollingState()
-    for stage in stages:
-        stage.init_state(state.of(stage.name), seed)
+    pipeline = Pipeline(stages)
+    state = pipeline.new_state(seed)
     out = []
     for first in range(0, len(pcm) // SAMPLES_PER_FRAME // chunk * chunk, chunk):
-        data = AudioChunk(first, chunk, pcm[first * SAMPLES_PER_FRAME:(first + chunk) * SAMPLES_PER_FRAME])
-        for stage in stages:
-            data = stage.run(data, state.of(stage.name))
-        out.append(data.coeffs)
+        audio = AudioChunk(first, chunk, pcm[first * SAMPLES_PER_FRAME:(first + chunk) * SAMPLES_PER_FRAME])
+        out.append(pipeline.render(audio, state).coeffs)
     return np.concatenate(out)
 
 
@@ -89,9 +85,9 @@ def test_rolling_state_is_constant_over_ten_simulated_minutes():
     """Ten minutes of audio through context -> motion (tiny model) -> decode at a small size."""
     import cv2
 
-    from engine.avatar import Portrait, load_portrait
-    from engine.modules.mel_features import MelFeatureModule
-    from engine.modules.portrait_renderer import PortraitRenderer
+    from engine.families.motion.mel_features import MelFeatureModule
+    from engine.families.portrait.avatar import Portrait, load_portrait
+    from engine.families.portrait.renderer import PortraitRenderer
     from engine.stages.context import ContextStage
     from engine.stages.decode import DecodeStage
 
@@ -99,12 +95,12 @@ def test_rolling_state_is_constant_over_ten_simulated_minutes():
     small = Portrait(cv2.resize(big.image, (64, 64), interpolation=cv2.INTER_AREA), big.landmarks / 8)
     model, _ = tiny_model()
     pipeline = Pipeline([ContextStage(MelFeatureModule()), MotionStage(model), DecodeStage(PortraitRenderer(small))])
-    state = pipeline.new_state(0, sink=lambda chunk: None)
+    state = pipeline.new_state(0)
     rng = np.random.default_rng(1)
     shapes = None
     for first in range(0, 10 * 60 * FPS, 2):
         pcm = (rng.standard_normal(2 * SAMPLES_PER_FRAME) * 3000 * (first // 50 % 2)).astype(np.int16)
-        pipeline.step(AudioChunk(first, 2, pcm), state)
+        pipeline.step(AudioChunk(first, 2, pcm), state, publish=lambda frames: None)
         now = {(s, k): v.shape for s, d in state.stages.items() for k, v in d.items() if isinstance(v, np.ndarray)}
         assert shapes is None or now == shapes, f"the rolling state changed at frame {first}"
         shapes = now
@@ -145,15 +141,15 @@ def test_real_speech_moves_the_mouth_and_closes_it_in_pauses(jfk_pcm48):
 
 
 def test_streaming_and_batch_give_the_same_frames(jfk_pcm48):
-    from engine.batch import batch_frames
+    from engine.batch.runner import batch_frames
 
     pcm = jfk_pcm48[: 4 * 48000]
     delay = motion_delay_frames()  # a live session plays frame k + delay with the audio of frame k
     padded = np.concatenate([pcm, np.zeros(4 * SAMPLES_PER_FRAME, pcm.dtype)])
     pipeline = Pipeline.for_avatar(DEFAULT_AVATAR)
-    state = pipeline.new_state(5, sink=lambda chunk: chunk)
+    state = pipeline.new_state(5)
     streamed = np.concatenate([
-        pipeline.step(AudioChunk(f, 2, padded[f * SAMPLES_PER_FRAME:(f + 2) * SAMPLES_PER_FRAME]), state).frames
+        pipeline.render(AudioChunk(f, 2, padded[f * SAMPLES_PER_FRAME:(f + 2) * SAMPLES_PER_FRAME]), state).frames
         for f in range(0, 100 + delay, 2)])[delay: delay + 100]
     pieces = (pcm[i:i + 10 * SAMPLES_PER_FRAME] for i in range(0, len(pcm), 10 * SAMPLES_PER_FRAME))
     batched = np.concatenate([chunk.frames.copy() for chunk, _ in batch_frames(pieces, DEFAULT_AVATAR, seed=5)])
@@ -164,7 +160,7 @@ def test_streaming_and_batch_give_the_same_frames(jfk_pcm48):
 def test_lip_closure_numpy_equals_the_torch_model():
     import torch
 
-    from engine.modules.lip_closure import LipClosure, LipClosureConfig
+    from engine.families.motion.lip_closure import LipClosure, LipClosureConfig
     from training.motion.closure import ClosureNet
 
     config = LipClosureConfig(members=2)
@@ -184,7 +180,7 @@ def test_lip_closure_numpy_equals_the_torch_model():
 
 def constant_closure(probability: float):
     """A LipClosure whose answer is `probability` whatever it hears."""
-    from engine.modules.lip_closure import LipClosure, LipClosureConfig
+    from engine.families.motion.lip_closure import LipClosure, LipClosureConfig
 
     config = LipClosureConfig(members=1)
     params = {"feature_mean": np.zeros(config.input_dim), "feature_std": np.ones(config.input_dim),
@@ -198,7 +194,7 @@ def constant_closure(probability: float):
 
 
 def test_the_closure_detector_shuts_the_published_lips_and_leaves_the_models_window(jfk_pcm48):
-    from engine.modules.mel_features import MelFeatureModule
+    from engine.families.motion.mel_features import MelFeatureModule
     from engine.stages.context import ContextStage
 
     pcm = jfk_pcm48[: 3 * 48000]

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import motion
-from engine.modules.motion_dit import MotionDiT
+from engine.core import motion
+from engine.families.motion.dit import MotionDiT
 from training.motion.recipe import jaw_target
 from training.motion.visemes import Segment, frames_of, from_arpabet, from_ipa, mouth_curves
 

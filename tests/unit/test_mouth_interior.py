@@ -4,10 +4,10 @@ import cv2
 import numpy as np
 import pytest
 
-from engine import motion
-from engine.avatar import ASSETS, Portrait, load_portrait
-from engine.face_model import LOWER_INNER, UPPER_INNER
-from engine.modules.portrait_renderer import PortraitRenderer
+from engine.core import motion
+from engine.families.portrait.avatar import ASSETS, Portrait, load_portrait
+from engine.families.portrait.renderer import PortraitRenderer
+from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import torch
 import torch.multiprocessing as mp
 from torch import nn
 
-from engine.offload import BlockOffloader, shard
+from engine.accel.offload import BlockOffloader, shard
 
 pytestmark = pytest.mark.unit
 

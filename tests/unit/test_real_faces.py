@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import motion
-from engine.avatar import DEFAULT_AVATAR, cache_path
-from engine.face_model import CLOSE_OVERLAP, CONTROL, FaceRig
+from engine.core import motion
+from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
+from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, FaceRig
 from training.motion.channel import coded, degrade
 from training.motion.rig_fit import fit_clip, mouth_opening
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from engine import motion
-from engine.avatar import DEFAULT_AVATAR, load_portrait
-from engine.face_model import LOWER_INNER, UPPER_INNER
-from engine.modules.portrait_renderer import PortraitRenderer
+from engine.core import motion
+from engine.families.portrait.avatar import DEFAULT_AVATAR, load_portrait
+from engine.families.portrait.renderer import PortraitRenderer
+from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 from tests.mouth import dark_pixels
 
 pytestmark = pytest.mark.unit

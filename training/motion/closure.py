@@ -26,9 +26,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.module import config_metadata
-from engine.modules.lip_closure import WEIGHTS, LipClosureConfig
-from engine.modules.mel_features import SILENCE
+from engine.core.module import config_metadata
+from engine.families.motion.lip_closure import WEIGHTS, LipClosureConfig
+from engine.families.motion.mel_features import SILENCE
 
 from .visemes import Segment, frames_of
 
@@ -58,7 +58,7 @@ class Member(nn.Module):
 
 
 class ClosureNet(nn.Module):
-    """The torch twin of engine.modules.lip_closure.LipClosure (same parameter names):
+    """The torch twin of engine.families.motion.lip_closure.LipClosure (same parameter names):
     forward gives each member's logits (members, B), each trained on its own."""
 
     def __init__(self, c: LipClosureConfig):

@@ -35,14 +35,14 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine import motion  # noqa: E402
 from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E402
-from engine.modules.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
-from engine.modules.motion_dit import WEIGHTS  # noqa: E402
-from engine.pipeline import motion_stages  # noqa: E402
-from engine.stage import AudioChunk  # noqa: E402
+from engine.core import motion  # noqa: E402
+from engine.core.pipeline import motion_stages  # noqa: E402
+from engine.core.stage import AudioChunk  # noqa: E402
+from engine.core.state import RollingState  # noqa: E402
+from engine.families.motion.dit import WEIGHTS  # noqa: E402
+from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
 from engine.stages.motion import SHUT  # noqa: E402
-from engine.state import RollingState  # noqa: E402
 
 from .visemes import OPEN_VOWELS, Segment, frames_of, from_arpabet, merge, mouth_curves  # noqa: E402
 
@@ -179,7 +179,7 @@ def align(pcm48: np.ndarray, text: str) -> list[Segment]:
 
 def jfk_set() -> list[tuple[np.ndarray, list[Segment]]]:
     """jfk.flac at 48 kHz and its phones, force-aligned to the transcript."""
-    from engine.render import audio_stream
+    from engine.batch.render import audio_stream
 
     blocks, _ = audio_stream(JFK)
     pcm48 = np.concatenate(list(blocks))

@@ -1,4 +1,4 @@
-"""The MotionDiT in PyTorch, for training; parameter names match engine/modules/motion_dit.py."""
+"""The MotionDiT in PyTorch, for training; parameter names match engine/families/motion/dit.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.modules.motion_dit import MotionDiTConfig
+from engine.families.motion.dit import MotionDiTConfig
 
 
 def timestep_embedding(sigma: torch.Tensor, dim: int) -> torch.Tensor:

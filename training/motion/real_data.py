@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine import motion
 from engine.config import SAMPLES_PER_FRAME
-from engine.modules.idle_motion import IdleMotionModule
-from engine.modules.mel_features import MelFeatureModule
+from engine.core import motion
+from engine.families.motion.idle import IdleMotionModule
+from engine.families.motion.mel_features import MelFeatureModule
 
 from .channel import degrade
 from .evaluate import align

@@ -43,10 +43,10 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine import motion  # noqa: E402
-from engine.avatar import ASSETS, DEFAULT_AVATAR, load_portrait  # noqa: E402
-from engine.modules.motion_dit import WEIGHTS  # noqa: E402
-from engine.modules.portrait_renderer import PortraitRenderer  # noqa: E402
+from engine.core import motion  # noqa: E402
+from engine.families.motion.dit import WEIGHTS  # noqa: E402
+from engine.families.portrait.avatar import ASSETS, DEFAULT_AVATAR, load_portrait  # noqa: E402
+from engine.families.portrait.renderer import PortraitRenderer  # noqa: E402
 
 from .channel import band_limit, coded, telephone  # noqa: E402
 from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
@@ -208,7 +208,7 @@ def contact_sheet(portrait: Path, weights: Path, out: Path, text: str = SHEET_TE
     """A PNG grid of the mouth while the portrait says `text`, and the opening's std (eye distances)."""
     import cv2
 
-    from engine.render import _text_audio
+    from engine.batch.render import _text_audio
 
     blocks, _ = _text_audio(text)
     coeffs = run_motion("dit", np.concatenate(list(blocks)), weights)[0]

@@ -26,8 +26,8 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from engine.modules.idle_motion import IdleMotionModule
-from engine.modules.mel_features import MelFeatureModule
+from engine.families.motion.idle import IdleMotionModule
+from engine.families.motion.mel_features import MelFeatureModule
 
 from .corpus import sentence
 from .visemes import VISEMES, Segment, mouth_curves

@@ -20,9 +20,17 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import lsq_linear
 
-from engine import motion
-from engine.face_model import EYE_L_LOWER, EYE_L_UPPER, EYE_R_LOWER, EYE_R_UPPER, LOWER_OUTER, UPPER_OUTER, FaceRig
-from engine.modules.portrait_renderer import HEAD_TRAVEL
+from engine.core import motion
+from engine.families.portrait.renderer import HEAD_TRAVEL
+from engine.families.portrait.rig import (
+    EYE_L_LOWER,
+    EYE_L_UPPER,
+    EYE_R_LOWER,
+    EYE_R_UPPER,
+    LOWER_OUTER,
+    UPPER_OUTER,
+    FaceRig,
+)
 
 STABLE = [10, 151, 9, 8, 168, 6, 197, 195, 5, 4, 1, 2, 98, 327, 234, 454, 127, 356, 162, 389, 21, 251,
           54, 284, 103, 332, 67, 297, 109, 338, 33, 133, 263, 362]

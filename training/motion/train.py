@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine import motion
-from engine.module import config_metadata
-from engine.modules.mel_features import SILENCE
-from engine.modules.motion_dit import WEIGHTS, MotionDiTConfig
+from engine.core import motion
+from engine.core.module import config_metadata
+from engine.families.motion.dit import WEIGHTS, MotionDiTConfig
+from engine.families.motion.mel_features import SILENCE
 
 from .model import MotionDiT
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import motion
 from engine.config import FPS
+from engine.core import motion
 
 # viseme: (jaw_open, lip_width, lip_round, upper_lip, lower_lip, smile), dominance
 VISEMES: dict[str, tuple[tuple[float, ...], float]] = {

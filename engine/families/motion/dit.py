@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import motion
-from ..module import Module, saved_config
-from .mel_features import DIM as AUDIO_DIM
+from engine.core import motion
+from engine.core.module import Module, saved_config
+from engine.families.motion.mel_features import DIM as AUDIO_DIM
 
-WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "motion_dit.safetensors"
+WEIGHTS = Path(__file__).resolve().parents[2] / "weights" / "motion_dit.safetensors"
 
 
 @dataclass(frozen=True)

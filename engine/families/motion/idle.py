@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import motion
-from ..config import FPS
-from ..module import Module
+from engine.config import FPS
+from engine.core import motion
+from engine.core.module import Module
 
 BLINK_CURVE = np.array([0.45, 0.95, 1.0, 0.7, 0.35, 0.1], np.float32)
 AXES = ("head_yaw", "head_pitch", "head_roll", "brow")

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 
-from .avatar import DEFAULT_AVATAR, NoFaceError
-from .config import SAMPLES_PER_FRAME, EngineConfig
-from .ipc import (
+from engine.config import SAMPLES_PER_FRAME, EngineConfig
+from engine.core.pipeline import Pipeline
+from engine.core.stage import AudioChunk, FrameChunk
+from engine.core.state import RollingState
+from engine.families.portrait.avatar import DEFAULT_AVATAR, NoFaceError
+from engine.runtime.ipc import (
     CloseSessionRequest,
     FrameRing,
     FramesReadyEvent,
@@ -27,11 +31,16 @@ from .ipc import (
     SessionOpenedEvent,
     ShutdownRequest,
 )
-from .pipeline import Pipeline
-from .stage import AudioChunk, FrameChunk
-from .state import RollingState
 
-log = logging.getLogger("engine.worker")
+log = logging.getLogger("engine.runtime.worker")
+
+
+@dataclass
+class Placed:
+    """A session on this worker: its avatar (which Pipeline) and its RollingState."""
+
+    avatar: str
+    state: RollingState
 
 
 class EngineWorker:
@@ -41,7 +50,7 @@ class EngineWorker:
         self.index, self.conn, self.config = index, conn, config
         self.ring = FrameRing(config.size, config.ring_slots, ring_name)
         self.pipelines: dict[str, Pipeline] = {}  # by avatar path: analysis is per avatar, not per session
-        self.sessions: dict[str, RollingState] = {}
+        self.sessions: dict[str, Placed] = {}
 
     def pipeline(self, avatar: str) -> Pipeline:
         if avatar not in self.pipelines:
@@ -77,31 +86,28 @@ class EngineWorker:
 
     def open(self, request: OpenSessionRequest) -> None:
         pipeline = self.pipeline(request.avatar)
-        state = pipeline.new_state(request.seed, sink=self.publish)
-        state.of("publish")["avatar"] = request.avatar
-        self.sessions[request.session_id] = state
+        self.sessions[request.session_id] = Placed(request.avatar, pipeline.new_state(request.seed))
         self.conn.send(SessionOpenedEvent(request.session_id))
 
     def render(self, request: RenderRequest) -> None:
-        state = self.sessions.get(request.session_id)
-        if state is None:
+        placed = self.sessions.get(request.session_id)
+        if placed is None:
             self.give_back(request)  # closed while the request was in flight
             return
         frames = len(request.slots)
         pcm = np.frombuffer(request.pcm, np.int16)
         if len(pcm) != frames * SAMPLES_PER_FRAME:
             raise ValueError(f"chunk has {len(pcm)} samples, expected {frames * SAMPLES_PER_FRAME}")
-        pipeline = self.pipelines[state.of("publish")["avatar"]]
-        pipeline.step(AudioChunk(request.first_frame, frames, pcm, tag=request), state)
+        chunk = AudioChunk(request.first_frame, frames, pcm)
+        self.pipelines[placed.avatar].step(chunk, placed.state, lambda rendered: self.publish(rendered, request))
 
     def give_back(self, request: RenderRequest) -> None:
         """Every request is answered, rendered or not: the server owns the ring's free
         slots and frees these when the answer comes (and nobody waits for it)."""
         self.conn.send(FramesReadyEvent(request.session_id, request.chunk_id, request.slots))
 
-    def publish(self, chunk: FrameChunk) -> None:
-        """The publish stage's sink: frames into their ring slots, then a small event."""
-        request: RenderRequest = chunk.tag
+    def publish(self, chunk: FrameChunk, request: RenderRequest) -> None:
+        """Frames into the request's ring slots, then a small event."""
         for slot, frame in zip(request.slots, chunk.frames):
             self.ring.array[slot] = frame
         self.conn.send(FramesReadyEvent(request.session_id, request.chunk_id, request.slots))

@@ -11,11 +11,11 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from .. import motion
-from ..avatar import Portrait
-from ..face_model import FaceRig
-from ..mouth_interior import build_atlas, composite
-from ..warp import TpsGrid, invert
+from engine.core import motion
+from engine.families.portrait.avatar import Portrait
+from engine.families.portrait.mouth_interior import build_atlas, composite
+from engine.families.portrait.rig import FaceRig
+from engine.families.portrait.warp import TpsGrid, invert
 
 GRID_STEP = 4  # pixels between TPS grid points; the map is upsampled from it
 HEAD_MAP_DIV = 4  # the head-motion field is summed at 1/4 size

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import motion
-from ..module import Module
+from engine.core import motion
+from engine.core.module import Module
 
 J, W, R, LL = (motion.INDEX[k] for k in ("jaw_open", "lip_width", "lip_round", "lower_lip"))
 

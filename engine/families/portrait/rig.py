@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import motion
+from engine.core import motion
 
 UPPER_INNER = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308]
 LOWER_INNER = [78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from .face_model import LOWER_INNER, LOWER_OUTER, UPPER_INNER, UPPER_OUTER, FaceRig
+from engine.families.portrait.rig import LOWER_INNER, LOWER_OUTER, UPPER_INNER, UPPER_OUTER, FaceRig
 
 # The look of a portrait's own teeth (kept as it has always been).
 CAVITY_TOP = np.array([38, 12, 14], np.float32)

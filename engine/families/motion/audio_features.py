@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config import SAMPLES_PER_FRAME
-from ..module import Module
-from .mel_features import decimate
+from engine.config import SAMPLES_PER_FRAME
+from engine.core.module import Module
+from engine.families.motion.mel_features import decimate
 
 RATE = 16_000
 HOP = SAMPLES_PER_FRAME // 3  # 640 samples at 16 kHz

@@ -22,8 +22,6 @@ class AudioChunk:
     first_frame: int
     frames: int
     pcm: np.ndarray
-    tag: Any = None
-    """Opaque to the stages; handed to the publish sink (e.g. the ring slots to fill)."""
 
 
 @dataclass
@@ -40,7 +38,6 @@ class MotionChunk:
 
     first_frame: int
     coeffs: np.ndarray
-    tag: Any = None
 
 
 @dataclass
@@ -50,7 +47,6 @@ class FrameChunk:
     first_frame: int
     frames: np.ndarray
     coeffs: np.ndarray
-    tag: Any = None
 
 
 class Stage(Generic[In, Out]):

@@ -14,9 +14,9 @@ def single_threaded() -> None:
         os.environ[var] = "1"
 
 
-def run_worker(*args: Any) -> None:  # engine.worker.main's arguments, passed through
+def run_worker(*args: Any) -> None:  # engine.runtime.worker.main's arguments, passed through
     single_threaded()
-    from .worker import main
+    from engine.runtime.worker import main
 
     main(*args)
 
@@ -25,6 +25,6 @@ def run_render() -> None:
     """`avatar-render`: the motion model's small matrices run slower with BLAS threads, and
     those threads would spin on the cores the decode processes need."""
     single_threaded()
-    from .render import main
+    from engine.batch.render import main
 
     main()

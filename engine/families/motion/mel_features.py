@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import SAMPLES_PER_FRAME
-from ..module import Module
+from engine.config import SAMPLES_PER_FRAME
+from engine.core.module import Module
 
 RATE = 16_000
 HOP = SAMPLES_PER_FRAME // 3 // 2  # 320 samples (20 ms) at 16 kHz

@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+ANCHOR = 1
+"""Frames of N(k) that I(k-1) regenerates (its early anchor is the frame after them)."""
+
 
 @dataclass(frozen=True)
 class ChunkPlan:
@@ -44,7 +47,7 @@ def i_chunk(k: int, length: int, anchor: int) -> ChunkPlan:
     return ChunkPlan("I", k, first, last - first + 1, (first + 1, last))
 
 
-def plan(length: int, anchor: int = 2, chunks: int | None = None) -> Iterator[ChunkPlan]:
+def plan(length: int, anchor: int = ANCHOR, chunks: int | None = None) -> Iterator[ChunkPlan]:
     """N0, N1, I0, N2, I1, ...; open-ended when `chunks` is None (a live session)."""
     if not 1 <= anchor < length:
         raise ValueError("the anchor must fall inside the next chunk")

@@ -1,7 +1,7 @@
 """`avatar-render`: batch mode. Audio (or text) in, one MP4 (H.264 + AAC) out.
 
 The same stages as live sessions run chunk by chunk over a streamed decode of the input
-(engine/batch.py: motion in order here, decode in a small process pool), so memory does
+(engine/batch/runner.py: motion in order here, decode in a small process pool), so memory does
 not depend on the input's length, and frames go straight to the encoder. Audio and video
 both start at pts 0 on the frame clock: FFmpeg's AAC encoder here declares its 1024
 samples of priming in the MP4 edit list itself (shifting pts by hand would start the
@@ -10,8 +10,8 @@ audio 21 ms early); a test checks the written file to the sample.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # python -m engine.render: as `avatar-render` (engine.entry.run_render)
-    from engine.entry import single_threaded
+if __name__ == "__main__":  # python -m engine.batch.render: as `avatar-render` (engine.runtime.entry.run_render)
+    from engine.runtime.entry import single_threaded
 
     single_threaded()
 
@@ -26,8 +26,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-from .config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, EngineConfig
-from .stage import FrameChunk
+from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, EngineConfig
+from engine.core.stage import FrameChunk
 
 MOTION_CHUNK = 2  # the motion stage's chunk: every piece must hold whole ones
 CHUNK_FRAMES = 10
@@ -124,7 +124,7 @@ class Mp4Writer:
 def render(blocks: Iterator[np.ndarray], duration: float, avatar: Path, out: Path,
            progress: Callable[[float, float], None] | None = None, seed: int = 0, workers: int = 2) -> int:
     """Render the whole stream into `out`; returns the number of frames written."""
-    from .batch import batch_frames
+    from engine.batch.runner import batch_frames
 
     partial = out.with_name(out.name + ".part")  # the output appears only when complete
     writer = Mp4Writer(partial, EngineConfig().size)
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _avatar(photo: Path | None) -> Path:
-    from .avatar import DEFAULT_AVATAR, NoFaceError, prepare_upload
+    from engine.families.portrait.avatar import DEFAULT_AVATAR, NoFaceError, prepare_upload
 
     if photo is None:
         return DEFAULT_AVATAR

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .config import SAMPLES_PER_FRAME, EngineConfig, motion_delay_frames
-from .stage import AudioChunk, FrameChunk, MotionChunk
-from .state import RollingState
+from engine.config import SAMPLES_PER_FRAME, EngineConfig, motion_delay_frames
+from engine.core.stage import AudioChunk, FrameChunk, MotionChunk
+from engine.core.state import RollingState
 
 if TYPE_CHECKING:
-    from .stages.decode import DecodeStage
+    from engine.core.pipeline import Pipeline
+    from engine.stages.decode import DecodeStage
 
 _decode: DecodeStage | None = None  # a pool process's DecodeStage ...
 _ring: np.ndarray | None = None  # ... and its view of the frame ring
@@ -39,9 +40,9 @@ def _start(avatar: str, ring_name: str | None, shape: tuple[int, ...]) -> None:
     global _decode, _ring, _shm
     import cv2
 
-    from .avatar import load_portrait
-    from .modules.portrait_renderer import PortraitRenderer
-    from .stages.decode import DecodeStage
+    from engine.families.portrait.avatar import load_portrait
+    from engine.families.portrait.renderer import PortraitRenderer
+    from engine.stages.decode import DecodeStage
 
     cv2.setNumThreads(1)
     _decode = DecodeStage(PortraitRenderer(load_portrait(Path(avatar))))
@@ -66,12 +67,10 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
                  step_frames: int = EngineConfig.chunk_frames) -> Iterator[tuple[FrameChunk, np.ndarray]]:
     """(frames, their audio) per piece of `pcm_chunks`: each up to `max_frames` frames, a whole
     number of `step_frames`. A yielded chunk's frames are valid until the next one is asked for."""
-    from .pipeline import motion_stages
+    from engine.core.pipeline import Pipeline, motion_stages
 
-    stages, state = motion_stages(motion), RollingState()
-    delay = motion_delay_frames(motion)
-    for stage in stages:
-        stage.init_state(state.of(stage.name), seed)
+    pipeline = Pipeline(motion_stages(motion))  # motion in order here; decode in the pool
+    state, delay = pipeline.new_state(seed), motion_delay_frames(motion)
     in_flight = 2 * max(workers, 1)
     shape = (in_flight + 1, max_frames, size * 3 // 2, size)  # one more slot: the chunk being consumed
     shm = SharedMemory(create=True, size=int(np.prod(shape))) if workers else None
@@ -86,7 +85,7 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
             frames = len(pcm) // SAMPLES_PER_FRAME
             if frames > max_frames or frames % step_frames:
                 raise ValueError(f"pieces must be up to {max_frames} frames, a multiple of {step_frames}")
-            coeffs = np.concatenate([_motion(stages, state, first + i, pcm, i, step_frames)
+            coeffs = np.concatenate([_motion(pipeline, state, first + i, pcm, i, step_frames)
                                      for i in range(0, frames, step_frames)])
             chunk = MotionChunk(first, coeffs)
             job: Any  # the pool's AsyncResult[int], or the FrameChunk decoded here
@@ -110,11 +109,11 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
             shm.unlink()
 
 
-def _motion(stages: list, state: RollingState, first: int, pcm: np.ndarray, offset: int, frames: int) -> np.ndarray:
-    data: Any = AudioChunk(first, frames, pcm[offset * SAMPLES_PER_FRAME:(offset + frames) * SAMPLES_PER_FRAME])
-    for stage in stages:
-        data = stage.run(data, state.of(stage.name))  # each stage's output is the next one's input
-    return data.coeffs
+def _motion(pipeline: Pipeline, state: RollingState, first: int, pcm: np.ndarray, offset: int,
+            frames: int) -> np.ndarray:
+    audio = pcm[offset * SAMPLES_PER_FRAME:(offset + frames) * SAMPLES_PER_FRAME]
+    motion: MotionChunk = pipeline.render(AudioChunk(first, frames, audio), state)
+    return motion.coeffs
 
 
 def _with_tail(pcm_chunks: Iterator[np.ndarray], frames: int) -> Iterator[tuple[np.ndarray, bool]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "assets"
 DEFAULT_AVATAR = ASSETS / "default.png"
 
 

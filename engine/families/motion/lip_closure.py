@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..module import Module, saved_config
-from .mel_features import DIM as AUDIO_DIM
-from .motion_dit import gelu
+from engine.core.module import Module, saved_config
+from engine.families.motion.dit import gelu
+from engine.families.motion.mel_features import DIM as AUDIO_DIM
 
-WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "lip_closure.safetensors"
+WEIGHTS = Path(__file__).resolve().parents[2] / "weights" / "lip_closure.safetensors"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,80 @@
+"""Pipeline: connects the stages and owns each session's RollingState.
+
+Streaming mode: the server feeds one AudioChunk per request for as long as the
+session lives (silence is audio too). Batch mode (engine/batch/runner.py) runs the same
+stages over a file, decode spread over processes; both give the same frames for the
+same audio and seed (tests/unit/test_motion_model.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from engine.config import MOTION_MODELS
+from engine.core.stage import AudioChunk, FrameChunk, Stage
+from engine.core.state import RollingState
+from engine.families.motion.audio_features import AudioFeatureModule
+from engine.families.motion.dit import WEIGHTS, MotionDiT
+from engine.families.motion.idle import IdleMotionModule
+from engine.families.motion.interim import InterimMotionModule
+from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS
+from engine.families.motion.lip_closure import LipClosure
+from engine.families.motion.mel_features import MelFeatureModule
+from engine.families.portrait.avatar import Portrait, load_portrait
+from engine.families.portrait.renderer import PortraitRenderer
+from engine.stages.context import ContextStage
+from engine.stages.decode import DecodeStage
+from engine.stages.interim_motion import InterimMotionStage
+from engine.stages.motion import MotionStage
+
+Published = TypeVar("Published")
+
+
+def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | None = CLOSURE_WEIGHTS) -> list:
+    """Context and audio-to-motion stages: the trained MotionDiT (with the lip-closure
+    detector unless `closure` is None), or the INTERIM mapping."""
+    if kind == "dit":
+        detector = LipClosure(closure) if closure else None
+        return [ContextStage(MelFeatureModule()), MotionStage(MotionDiT(weights), closure=detector)]
+    if kind == "interim":
+        return [ContextStage(AudioFeatureModule()), InterimMotionStage(InterimMotionModule(), IdleMotionModule())]
+    raise ValueError(f"unknown motion model {kind!r}; choose one of {MOTION_MODELS}")
+
+
+class Pipeline:
+    """The one orchestrator of the chunk loop: context -> motion [-> decode] for one avatar,
+    used by the engine worker, batch mode and the tests alike."""
+
+    def __init__(self, stages: list[Stage]):
+        self.stages = stages
+
+    @classmethod
+    def for_portrait(cls, portrait: Portrait, motion: str = "dit") -> Pipeline:
+        return cls([*motion_stages(motion), DecodeStage(PortraitRenderer(portrait))])
+
+    @classmethod
+    def for_avatar(cls, path: Path, motion: str = "dit") -> Pipeline:
+        return cls.for_portrait(load_portrait(path), motion)
+
+    def new_state(self, seed: int) -> RollingState:
+        state = RollingState()
+        for stage in self.stages:
+            stage.init_state(state.of(stage.name), seed)
+        return state
+
+    def render(self, chunk: AudioChunk, state: RollingState) -> Any:
+        """One chunk through every stage: the last stage's output (a FrameChunk with a
+        decode stage, a MotionChunk without)."""
+        data: Any = chunk  # each stage's output is the next one's input
+        for stage in self.stages:
+            data = stage.run(data, state.of(stage.name))
+        state.next_frame = chunk.first_frame + chunk.frames
+        return data
+
+    def step(self, chunk: AudioChunk, state: RollingState,
+             publish: Callable[[FrameChunk], Published]) -> Published:
+        """Render one chunk and hand its frames to `publish` (the ring slots of this
+        request, or a file's encoder): where frames go travels beside them, not in them."""
+        return publish(self.render(chunk, state))

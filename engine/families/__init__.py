@@ -1,0 +1,1 @@
+"""Model families: motion (audio to motion coefficients) and portrait (coefficients to pixels)."""

@@ -1,1 +1,0 @@
-"""Modules: one model each (or one procedural stand-in, named as such)."""
