@@ -47,8 +47,8 @@ class Conversation:
         for event in self.detector.feed(pcm16k):
             if event.kind == "start":
                 self.session.hub.emit("user_speech_started")
-                if self.session.speaking:
-                    self.session.interrupt()  # barge-in
+                if self.session.utterances.speaking:
+                    self.session.utterances.interrupt()  # barge-in
             elif event.kind == "pause":
                 assert event.audio is not None  # pauses and ends carry the turn's audio
                 if self._early is None or self._early[1].done():
@@ -78,7 +78,7 @@ class Conversation:
             return
         self.history.append({"role": "user", "content": text})
         utterance_id = new_utterance_id()
-        self.session.produce(utterance_id, self._reply(utterance_id))
+        self.session.utterances.produce(utterance_id, self._reply(utterance_id))
 
     async def _reply(self, utterance_id: str) -> None:
         words: list[str] = []
@@ -89,7 +89,7 @@ class Conversation:
                 yield token
 
         try:
-            await self.session.speak_sentences(utterance_id, sentences_of(tokens()))
+            await self.session.utterances.speak_sentences(utterance_id, sentences_of(tokens()))
         except LlmError as exc:
             self.session.hub.emit("error", code="llm_failed", message=str(exc))
         finally:

@@ -48,8 +48,8 @@ class _LiveCollector:
         yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most", value=self.capacity)
         # Summaries over the live sessions, never one series per session: ids are secrets
         # that protect a session when no token is set, and per-id series grow without bound.
-        fps = [s.fps for s in sessions] or [0.0]
-        fresh = [s.fresh_fps for s in sessions] or [0.0]
+        fps = [s.monitor.fps for s in sessions] or [0.0]
+        fresh = [s.monitor.fresh_fps for s in sessions] or [0.0]
         yield GaugeMetricFamily("avatar_session_fps_min", "Lowest frames per second sent by a live session",
                                 value=min(fps))
         yield GaugeMetricFamily("avatar_session_fps_mean", "Mean frames per second sent by live sessions",

@@ -4,6 +4,7 @@ live sessions, with admission (capacity, per-address limits) and each session's 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import time
@@ -21,12 +22,10 @@ from .audio_sources.asr import SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmConfig
 from .avatars import AvatarStore
 from .config import ServerConfig
-from .conversation import Conversation
 from .engine_client import EngineClient
 from .errors import ApiError
-from .events import EventHub
 from .metrics import Metrics
-from .session import Session
+from .session import Session, SessionConfig, SessionHooks
 from .signaling import answer, peer_connection
 
 log = logging.getLogger("server")
@@ -96,8 +95,7 @@ class Server:
         self._admit(client)
         self._opening[client] = self._opening.get(client, 0) + 1  # counted while ICE gathers: no overshoot
         try:
-            session = self._new_session(mode, avatar)
-            session.client = client
+            session = self._new_session(mode, avatar, client)
             try:
                 local = await answer(session.pc, sdp, session.video, session.audio, hear=mode != "tts")
             except BaseException:
@@ -107,37 +105,27 @@ class Server:
             self._opening[client] -= 1
             if not self._opening[client]:
                 del self._opening[client]
-        self.sessions[session.id] = session
+        if not session.closed.is_set():  # one that failed meanwhile has been forgotten already
+            self.sessions[session.id] = session
         self.metrics.sessions_created.inc()
         log.info("session %s started: mode %s, avatar %s, client %s", session.id, mode, avatar.name, client)
-        session.pc.on("connectionstatechange", lambda: self._on_state(session))
-        session.closed_task = asyncio.create_task(self._forget_when_closed(session))
         return session, local
 
-    def _new_session(self, mode: str, avatar: Path) -> Session:
+    def _new_session(self, mode: str, avatar: Path, client: str | None) -> Session:
         session_id = secrets.token_hex(8)
-        engine = self.engine.open_session(session_id, str(avatar), seed=secrets.randbits(31),
-                                          on_error=lambda e: None)
-        session = Session(session_id, peer_connection(self.config), engine, self.tts, EventHub(session_id),
-                          self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
-                          mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
-                          max_queued=self.config.max_queued_utterances)
-        engine.on_error = lambda exc: session.fail(exc.code, str(exc))
-        session.on_first_frame = self.metrics.ttff.observe
-        session.on_interrupt = self.metrics.interrupts.inc
-        if mode == "chat":
-            session.conversation = Conversation(session, self.asr, self.llm)
-            if self._asr_warm is None:  # load Whisper while the user says hello
-                self._asr_warm = asyncio.create_task(self.asr.warm())
+        open_engine = functools.partial(self.engine.open_session, session_id, str(avatar), secrets.randbits(31))
+        config = SessionConfig(self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
+                               mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
+                               max_queued=self.config.max_queued_utterances)
+        hooks = SessionHooks(self.metrics.ttff.observe, self.metrics.interrupts.inc, self._forget)
+        session = Session(session_id, peer_connection(self.config), open_engine, self.tts, config, client, hooks,
+                          chat=(self.asr, self.llm))
+        if mode == "chat" and self._asr_warm is None:  # load Whisper while the user says hello
+            self._asr_warm = asyncio.create_task(self.asr.warm())
         session.start()  # render the first frames while ICE and DTLS run
         return session
 
-    def _on_state(self, session: Session) -> None:
-        if session.pc.connectionState in ("failed", "closed"):
-            asyncio.ensure_future(session.close())
-
-    async def _forget_when_closed(self, session: Session) -> None:
-        await session.closed.wait()
+    def _forget(self, session: Session) -> None:
         self.sessions.pop(session.id, None)
         self.metrics.session_closed(session.playout.stats)
 

@@ -73,7 +73,7 @@ async def serve_agent_audio(session: Session, request: web.Request, rate: int) -
     finally:
         closer.cancel()
         if utterance is not None:
-            session.end_live(utterance)
+            session.utterances.end_live(utterance)
     return ws
 
 
@@ -112,10 +112,10 @@ async def _audio(session: Session, ws: web.WebSocketResponse, resample: Resample
                       "audio; send it in smaller pieces (it was dropped)")
         return utterance
     if utterance is None:
-        utterance = session.open_live()
+        utterance = session.utterances.open_live()
         await ws.send_json({"type": "utterance", "utterance_id": utterance})
     pcm = resample(np.frombuffer(data, "<i2"))
-    if len(pcm) and not await session.push_audio(utterance, pcm):
+    if len(pcm) and not await session.utterances.push_audio(utterance, pcm):
         return None  # interrupted meanwhile: the next chunk starts a new utterance
     return utterance
 
@@ -128,10 +128,10 @@ async def _control(session: Session, ws: web.WebSocketResponse, utterance: str |
     kind = message.get("type") if isinstance(message, dict) else None
     if kind == "speak_end":
         if utterance is not None:
-            session.end_live(utterance)
+            session.utterances.end_live(utterance)
         return None
     if kind == "interrupt":
-        session.interrupt()
+        session.utterances.interrupt()
         return None
     await _refuse(ws, session, "bad_message", "text messages are {'type': 'speak_end'} or {'type': 'interrupt'}")
     return utterance

@@ -38,13 +38,13 @@ async def create_session(request: web.Request) -> web.Response:
 async def speak(request: web.Request) -> web.Response:
     session = _session(request)
     text = _text_field(await read_json(request))
-    return web.json_response({"utterance_id": session.speak(text)}, status=202)
+    return web.json_response({"utterance_id": session.utterances.speak(text)}, status=202)
 
 
 @routes.post("/v1/sessions/{id}/interrupt")
 async def interrupt(request: web.Request) -> web.Response:
     session = _session(request)
-    return web.json_response({"interrupted": session.interrupt()}, status=202)
+    return web.json_response({"interrupted": session.utterances.interrupt()}, status=202)
 
 
 @routes.delete("/v1/sessions/{id}")
@@ -106,9 +106,9 @@ async def _client_message(session: Session, ws: web.WebSocketResponse, data: str
         message = parse_json(data, code="bad_message")
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "speak":
-            session.speak(_text_field(message))
+            session.utterances.speak(_text_field(message))
         elif kind == "interrupt":
-            session.interrupt()
+            session.utterances.interrupt()
         else:
             raise ApiError(400, "bad_message", "messages are {'type': 'speak', 'text'} or {'type': 'interrupt'}")
     except ApiError as exc:

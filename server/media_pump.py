@@ -1,0 +1,67 @@
+"""MediaPump: keeps `lead` frames rendered ahead of the clock.
+
+Each chunk takes the next 80 ms of speech (or silence) from the SpeechQueue, renders it
+on the engine worker, and queues the frames with that very audio for the Playout. A
+motion model that listens ahead (`delay_frames`, its lookahead) returns the motion of
+frames that much earlier, so the audio passes through a delay line of as many frames first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from engine.config import SAMPLES_PER_FRAME
+
+from .engine_client import EngineError, EngineSession
+from .playout import AVFrame, Playout
+from .speech import Mark, Piece, SpeechQueue
+from .utterances import MIRROR
+
+Sound = tuple[np.ndarray, list[Mark], list[str]]  # one frame's audio, its marks, its utterances
+
+
+class MediaPump:
+    """See the module docstring."""
+
+    def __init__(self, engine: EngineSession, speech: SpeechQueue, playout: Playout, closed: asyncio.Event,
+                 chunk_frames: int, lead_frames: int, delay_frames: int, echo: bool):
+        self.engine, self.speech, self.playout, self.closed = engine, speech, playout, closed
+        self.chunk_frames, self.lead, self.echo = chunk_frames, max(lead_frames, chunk_frames), echo
+        silent: Sound = (np.zeros(SAMPLES_PER_FRAME, np.int16), [], [])
+        self._sound: deque[Sound] = deque([silent] * delay_frames)
+
+    async def run(self, fail: Callable[[str, str], None]) -> None:
+        try:
+            await self.engine.wait_open()
+            chunk_id, first = 0, 0
+            while not self.closed.is_set():
+                while self.playout.buffered + self.chunk_frames > self.lead:
+                    self.playout.consumed.clear()
+                    await self.playout.consumed.wait()
+                piece = self.speech.read(self.chunk_frames * SAMPLES_PER_FRAME)
+                rendered = await self.engine.render(chunk_id, first, piece.pcm, self.chunk_frames)
+                self._queue_frames(piece, rendered.slots)
+                chunk_id, first = chunk_id + 1, first + self.chunk_frames
+        except EngineError as exc:
+            fail(exc.code, str(exc))
+        except asyncio.CancelledError:
+            pass
+
+    def _queue_frames(self, piece: Piece, slots: list[int]) -> None:
+        if self.closed.is_set():
+            for slot in slots:
+                self.engine.release(slot)
+            return
+        for i, slot in enumerate(slots):
+            lo, hi = i * SAMPLES_PER_FRAME, (i + 1) * SAMPLES_PER_FRAME
+            marks = [m for m in piece.marks if lo <= m.offset < hi or (m.offset == hi and i == len(slots) - 1)]
+            self._sound.append((piece.pcm[lo:hi], marks, piece.utterances))
+            pcm, marks, owners = self._sound.popleft()  # the audio of this frame's moment
+            utterances = owners if pcm.any() else []
+            if self.playout.muted.keys() & set(owners) or (not self.echo and MIRROR in utterances):
+                pcm, marks, utterances = np.zeros_like(pcm), [], []
+            self.playout.push(AVFrame(slot, pcm, marks, list(utterances)))

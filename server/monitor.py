@@ -1,0 +1,96 @@
+"""SessionMonitor: the session's watchdog and its stats, from the peer's RTCP reports.
+
+A peer that never pulls media, or whose receiver reports stop (a closed tab sends no
+DTLS close and ICE notices only after ~30 s), ends its session; once a second the
+session reports fps, queue and bitrate, and gives its viewer's loss to the bitrate control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiortc import RTCPeerConnection
+
+from .events import EventHub
+from .playout import Playout
+from .tracks import AvatarAudioTrack, AvatarVideoTrack
+
+STATS_PERIOD_S = 1.0
+CONNECT_TIMEOUT_S = 10.0  # a peer that never pulls media does not hold capacity for long
+PEER_SILENT_S = 6.0  # no RTCP receiver report for this long: the viewer is gone (tab closed)
+
+
+class SessionMonitor:
+    """See the module docstring."""
+
+    def __init__(self, pc: RTCPeerConnection, video: AvatarVideoTrack, audio: AvatarAudioTrack,
+                 playout: Playout, hub: EventHub, closed: asyncio.Event, fail: Callable[[str, str], None]):
+        self.pc, self.video, self.audio, self.playout, self.hub = pc, video, audio, playout, hub
+        self.closed, self.fail = closed, fail
+        self.created = time.monotonic()
+        self.fps = 0.0  # video frames sent in the last stats period, per second
+        self.fresh_fps = 0.0  # of those, newly rendered ones (the rest repeat a late engine's last frame)
+
+    async def watch(self) -> None:
+        """Ends sessions whose viewer never connects or has gone away."""
+        while not self.closed.is_set():
+            await asyncio.sleep(1.0)
+            if self.video.first_frame_at is None:
+                if time.monotonic() - self.created > CONNECT_TIMEOUT_S:
+                    self.fail("not_connected",
+                              f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
+            elif await self._seconds_since_receiver_report() > PEER_SILENT_S:
+                self.fail("peer_gone", "the viewer stopped answering")
+
+    async def _seconds_since_receiver_report(self) -> float:
+        latest = None
+        for sender in self.pc.getSenders():
+            for stat in (await sender.getStats()).values():
+                if stat.type == "remote-inbound-rtp":
+                    latest = max(latest or stat.timestamp, stat.timestamp)
+        if latest is None:
+            assert self.video.first_frame_at is not None  # only asked once media flows
+            return time.monotonic() - self.video.first_frame_at
+        return (datetime.datetime.now(datetime.UTC) - latest).total_seconds()
+
+    async def report(self) -> None:
+        last_sent, last_played, last_bytes, last_t = 0, 0, 0, time.monotonic()
+        reported = (0, 0)  # packets lost and sent, by the video's latest receiver report
+        while not self.closed.is_set():
+            await asyncio.sleep(STATS_PERIOD_S)
+            stats = await self._video_stats()
+            reported = self._follow_video_loss(stats, reported)
+            now, played = time.monotonic(), self.playout.stats.played
+            sent_bytes = sum(s.bytesSent for s in stats if s.type == "outbound-rtp")  # what the encoder made
+            self.fps = round((self.video.sent - last_sent) / (now - last_t), 2)
+            self.fresh_fps = round((played - last_played) / (now - last_t), 2)
+            video_kbps = round((sent_bytes - last_bytes) * 8 / 1000 / (now - last_t), 1)
+            last_sent, last_played, last_bytes, last_t = self.video.sent, played, sent_bytes, now
+            self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * 40,
+                          av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held, video_kbps=video_kbps)
+
+    async def _video_stats(self) -> list[Any]:
+        for sender in self.pc.getSenders():
+            if sender.track is self.video:
+                return list((await sender.getStats()).values())
+        return []
+
+    def _follow_video_loss(self, stats: list[Any], before: tuple[int, int]) -> tuple[int, int]:
+        """Give the video's bitrate control the fraction lost since `before`, from the receiver
+        reports' running totals (a browser's per-report fractions come from several reporters,
+        some over a few milliseconds, so one report says little). The totals now (lost, sent)."""
+        for stat in stats:
+            if stat.type == "remote-inbound-rtp":
+                now = (stat.packetsLost, stat.packetsLost + stat.packetsReceived)
+                if now[1] > before[1]:
+                    self.video.bitrate.loss(max(0, now[0] - before[0]) / (now[1] - before[1]), time.monotonic())
+                return now
+        return before
+
+    def av_offset_ms(self) -> float:
+        """How much later than its video the audio left the server (both are due at t0 + media time)."""
+        return round((self.audio.last_late - self.video.last_late) * 1000, 1)
