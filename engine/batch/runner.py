@@ -53,7 +53,7 @@ def _start(avatar: str, ring_name: str | None, shape: tuple[int, ...]) -> None:
 
 def _run(chunk: MotionChunk, slot: int) -> int:
     assert _decode is not None and _ring is not None  # _start ran in this pool process
-    frames = _decode.run(chunk, {}).frames
+    frames = _decode.run(chunk, None).frames
     _ring[slot, : len(frames)] = frames
     return len(frames)
 
@@ -93,7 +93,7 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
                 job = pool.apply_async(_run, (chunk, slot))
             else:
                 assert _decode is not None  # _start ran in this process
-                job = _decode.run(chunk, {})
+                job = _decode.run(chunk, None)
             pending.append((job, slot, chunk, pcm[:0] if tail else pcm, delay if tail else None))
             first, slot = first + frames, (slot + 1) % shape[0]
             while len(pending) > in_flight or (pool is None and pending):

@@ -32,9 +32,9 @@ class Module:
 
         return load_file(str(path))
 
-    def initial_state(self, seed: int) -> dict[str, Any]:
-        """Fresh per-session state (fixed size); empty for stateless modules."""
-        return {}
+    def initial_state(self, seed: int) -> Any:
+        """Fresh per-session state: a small dataclass of fixed-size arrays; None when stateless."""
+        return None
 
 
 def saved_config(checkpoint: Path, config_class: type[C]) -> C:

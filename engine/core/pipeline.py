@@ -59,17 +59,14 @@ class Pipeline:
         return cls.for_portrait(load_portrait(path), motion)
 
     def new_state(self, seed: int) -> RollingState:
-        state = RollingState()
-        for stage in self.stages:
-            stage.init_state(state.of(stage.name), seed)
-        return state
+        return RollingState(stages={stage.name: stage.new_state(seed) for stage in self.stages})
 
     def render(self, chunk: AudioChunk, state: RollingState) -> Any:
         """One chunk through every stage: the last stage's output (a FrameChunk with a
         decode stage, a MotionChunk without)."""
         data: Any = chunk  # each stage's output is the next one's input
         for stage in self.stages:
-            data = stage.run(data, state.of(stage.name))
+            data = stage.run(data, state.stages[stage.name])
         state.next_frame = chunk.first_frame + chunk.frames
         return data
 

@@ -7,12 +7,13 @@ the input and the stage's slice of the RollingState.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+S = TypeVar("S")  # the stage's slice of a session's RollingState: a small dataclass of arrays
 
 
 @dataclass
@@ -49,13 +50,14 @@ class FrameChunk:
     coeffs: np.ndarray
 
 
-class Stage(Generic[In, Out]):
+class Stage(Generic[In, Out, S]):
     """One step of the chunk loop."""
 
     name = "stage"
 
-    def init_state(self, state: dict[str, Any], seed: int) -> None:
-        """Fill this stage's slice of a new session's RollingState."""
+    def new_state(self, seed: int) -> S:
+        """This stage's slice of a new session's RollingState."""
+        raise NotImplementedError
 
-    def run(self, data: In, state: dict[str, Any]) -> Out:
+    def run(self, data: In, state: S) -> Out:
         raise NotImplementedError

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.core.stage import AudioChunk, AudioFeatures, Stage
 from engine.families.motion.audio_features import AudioFeatureModule
-from engine.families.motion.mel_features import MelFeatureModule
+from engine.families.motion.mel_features import AudioTail, MelFeatureModule
 
 
-class ContextStage(Stage[AudioChunk, AudioFeatures]):
+class ContextStage(Stage[AudioChunk, AudioFeatures, AudioTail]):
     name = "context"
 
     def __init__(self, features: AudioFeatureModule | MelFeatureModule):
         self.features = features
 
-    def init_state(self, state: dict[str, Any], seed: int) -> None:
-        state.update(self.features.initial_state(seed))
+    def new_state(self, seed: int) -> AudioTail:
+        return self.features.initial_state(seed)
 
-    def run(self, data: AudioChunk, state: dict[str, Any]) -> AudioFeatures:
+    def run(self, data: AudioChunk, state: AudioTail) -> AudioFeatures:
         return AudioFeatures(data, self.features(data.pcm, data.frames, state))

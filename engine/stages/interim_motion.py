@@ -6,24 +6,28 @@ Kept to compare against the trained model (training/motion/evaluate.py) and as a
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from engine.core.stage import AudioFeatures, MotionChunk, Stage
-from engine.families.motion.idle import IdleMotionModule
-from engine.families.motion.interim import InterimMotionModule
+from engine.families.motion.idle import IdleMotionModule, IdleState
+from engine.families.motion.interim import InterimMotionModule, InterimState
 
 
-class InterimMotionStage(Stage[AudioFeatures, MotionChunk]):
+@dataclass
+class InterimMotionState:
+    speech: InterimState
+    idle: IdleState
+
+class InterimMotionStage(Stage[AudioFeatures, MotionChunk, InterimMotionState]):
     name = "motion"
 
     def __init__(self, speech: InterimMotionModule, idle: IdleMotionModule):
         self.speech, self.idle = speech, idle
 
-    def init_state(self, state: dict[str, Any], seed: int) -> None:
-        state["speech"] = self.speech.initial_state(seed)
-        state["idle"] = self.idle.initial_state(seed)
+    def new_state(self, seed: int) -> InterimMotionState:
+        return InterimMotionState(self.speech.initial_state(seed), self.idle.initial_state(seed))
 
-    def run(self, data: AudioFeatures, state: dict[str, Any]) -> MotionChunk:
-        coeffs, loud = self.speech(data.features, state["speech"])
-        self.idle(coeffs, loud, state["idle"])
+    def run(self, data: AudioFeatures, state: InterimMotionState) -> MotionChunk:
+        coeffs, loud = self.speech(data.features, state.speech)
+        self.idle(coeffs, loud, state.idle)
         return MotionChunk(data.chunk.first_frame, coeffs)

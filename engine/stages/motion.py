@@ -13,7 +13,6 @@ and the noise generator; nothing grows with the session.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -54,7 +53,17 @@ SHUT = 0.1  # jaw_open at or below which the lips are shut
 LIMITS = {"jaw_open": (0, 1), "lip_round": (0, 1), "upper_lip": (0, 1), "blink_l": (0, 1), "blink_r": (0, 1)}
 
 
-class MotionStage(Stage[AudioFeatures, MotionChunk]):
+
+@dataclass
+class MotionState:
+    """The rolling window the chunk loop slides: motion and features of its last frames."""
+
+    rng: np.random.Generator
+    motion: np.ndarray  # (window, DIM): final frames of context, then the chunk being made
+    features: np.ndarray  # (window, AUDIO_DIM): their audio rows
+    k: np.ndarray  # the next N chunk's index
+
+class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
     name = "motion"
 
     def __init__(self, model: MotionDiT, sampler: SamplerConfig = SamplerConfig(), closure: LipClosure | None = None):
@@ -74,21 +83,21 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         for name, (lo, hi) in LIMITS.items():
             self.low[motion.INDEX[name]], self.high[motion.INDEX[name]] = lo, hi
 
-    def init_state(self, state: dict[str, Any], seed: int) -> None:
+    def new_state(self, seed: int) -> MotionState:
         window = self.model.config.window
-        state["rng"] = np.random.default_rng(seed)
-        state["motion"] = motion.zeros(window)  # a neutral face ...
-        state["features"] = np.full((window, AUDIO_DIM), SILENCE, np.float32)  # ... over silence
-        state["k"] = np.zeros(1, np.int64)
+        return MotionState(np.random.default_rng(seed),
+                           motion=motion.zeros(window),  # a neutral face ...
+                           features=np.full((window, AUDIO_DIM), SILENCE, np.float32),  # ... over silence
+                           k=np.zeros(1, np.int64))
 
-    def run(self, data: AudioFeatures, state: dict[str, Any]) -> MotionChunk:
+    def run(self, data: AudioFeatures, state: MotionState) -> MotionChunk:
         if len(data.features) % self.chunk:
             raise ValueError(f"chunks must hold a multiple of {self.chunk} frames")
         out, shut = [], []
         for i in range(0, len(data.features), self.chunk):
             out.append(self.step(data.features[i: i + self.chunk], state))
             # from the rows step() has just rolled into the window
-            shut.append(self.shut(state["features"]) if self.closure else np.zeros(self.chunk, np.float32))
+            shut.append(self.shut(state.features) if self.closure else np.zeros(self.chunk, np.float32))
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
         jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
         jaw = np.minimum(np.where(jaw > SHUT, SHUT + (jaw - SHUT) * self.jaw_gain, jaw), self.high[JAW])
@@ -110,21 +119,21 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         low, high = self.gate
         return np.clip((self.closure.probability(windows) - low) / (high - low), 0, 1).astype(np.float32)
 
-    def step(self, features: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+    def step(self, features: np.ndarray, state: MotionState) -> np.ndarray:
         """One N chunk (and the I chunk before it): the next `chunk` final frames."""
-        k = int(state["k"][0])
+        k = int(state.k[0])
         base = k * self.chunk - self.context  # timeline frame at window position 0
-        window = np.concatenate([state["motion"][self.chunk:], motion.zeros(self.chunk)])
-        feats = np.concatenate([state["features"][self.chunk:], features])
+        window = np.concatenate([state.motion[self.chunk:], motion.zeros(self.chunk)])
+        feats = np.concatenate([state.features[self.chunk:], features])
         n = n_chunk(k, self.chunk, ANCHOR)
         window = self.sample(window, np.arange(len(window)) < n.start - base, feats, state, self.sigmas)
         if k > 0:
             self.interpolate(window, feats, i_chunk(k - 1, self.chunk, ANCHOR), base, state)
-        state["motion"], state["features"], state["k"][0] = window, feats, k + 1
+        state.motion, state.features, state.k[0] = window, feats, k + 1
         return window[self.context:]
 
     def interpolate(self, window: np.ndarray, feats: np.ndarray, plan: ChunkPlan, base: int,
-                    state: dict[str, Any]) -> None:
+                    state: MotionState) -> None:
         """I chunk: regenerate the span between its anchors; keep only the interior."""
         lo, hi = plan.start - base, plan.start - base + plan.frames
         known = np.ones(len(window), bool)
@@ -132,8 +141,8 @@ class MotionStage(Stage[AudioFeatures, MotionChunk]):
         filled = self.sample(window, known, feats, state, self.interp_sigmas)
         window[lo + 1: hi - 1] = interior(list(filled[lo:hi]), plan)
 
-    def sample(self, window: np.ndarray, known: np.ndarray, feats: np.ndarray, state: dict[str, Any],
+    def sample(self, window: np.ndarray, known: np.ndarray, feats: np.ndarray, state: MotionState,
                sigmas: np.ndarray) -> np.ndarray:
-        noise = state["rng"].standard_normal(window.shape).astype(np.float32) * self.temperature
+        noise = state.rng.standard_normal(window.shape).astype(np.float32) * self.temperature
         out = self.model.sample(window, known, feats, noise, sigmas)
         return np.clip(out, self.low, self.high).astype(np.float32)

@@ -67,8 +67,7 @@ def test_the_stage_runs_n_then_i_chunks_and_keeps_only_the_interior():
         return out
 
     model.sample = recording
-    state = {}
-    stage.init_state(state, 0)
+    state = stage.new_state(0)
     outputs = [stage.step(np.zeros((2, 80), np.float32), state) for _ in range(3)]
     n_known = np.array([True] * 8 + [False] * 2)
     i_known = np.array([True] * 8 + [False] + [True])
@@ -101,10 +100,10 @@ def test_rolling_state_is_constant_over_ten_simulated_minutes():
     for first in range(0, 10 * 60 * FPS, 2):
         pcm = (rng.standard_normal(2 * SAMPLES_PER_FRAME) * 3000 * (first // 50 % 2)).astype(np.int16)
         pipeline.step(AudioChunk(first, 2, pcm), state, publish=lambda frames: None)
-        now = {(s, k): v.shape for s, d in state.stages.items() for k, v in d.items() if isinstance(v, np.ndarray)}
+        now = {name: array.shape for name, array in state.arrays().items()}
         assert shapes is None or now == shapes, f"the rolling state changed at frame {first}"
         shapes = now
-    assert state.next_frame == 10 * 60 * FPS and state.stages["motion"]["k"][0] == 10 * 60 * FPS // 2
+    assert state.next_frame == 10 * 60 * FPS and state.stages["motion"].k[0] == 10 * 60 * FPS // 2
     assert len(shapes) >= 4 and state.nbytes() < 64 * 1024
 
 

@@ -37,9 +37,8 @@ import numpy as np  # noqa: E402
 
 from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E402
 from engine.core import motion  # noqa: E402
-from engine.core.pipeline import motion_stages  # noqa: E402
+from engine.core.pipeline import Pipeline, motion_stages  # noqa: E402
 from engine.core.stage import AudioChunk  # noqa: E402
-from engine.core.state import RollingState  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
 from engine.stages.motion import SHUT  # noqa: E402
@@ -66,19 +65,16 @@ def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 
     arrived: the stream gets that much trailing silence, and the first outputs (frames
     before the recording) are dropped, so row t is frame t's motion, as a viewer sees it.
     """
-    stages, state = motion_stages(kind, weights, closure), RollingState()
-    for stage in stages:
-        stage.init_state(state.of(stage.name), seed)
+    pipeline = Pipeline(motion_stages(kind, weights, closure))
+    state = pipeline.new_state(seed)
     delay = motion_delay_frames(kind, weights)
     frames = streamed_frames(pcm)
     tail = -(-delay // CHUNK) * CHUNK  # whole chunks of silence that flush the last `delay` frames
     padded = np.concatenate([pcm[: frames * SAMPLES_PER_FRAME], np.zeros(tail * SAMPLES_PER_FRAME, pcm.dtype)])
     out, started = [], time.process_time()
     for first in range(0, frames + delay, CHUNK):
-        data = AudioChunk(first, CHUNK, padded[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
-        for stage in stages:
-            data = stage.run(data, state.of(stage.name))
-        out.append(data.coeffs)
+        audio = AudioChunk(first, CHUNK, padded[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
+        out.append(pipeline.render(audio, state).coeffs)
     return np.concatenate(out)[delay: delay + frames], time.process_time() - started
 
 

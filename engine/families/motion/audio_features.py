@@ -6,13 +6,11 @@ the frame's end (the tail of the previous chunk is kept in the RollingState).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from engine.config import SAMPLES_PER_FRAME
 from engine.core.module import Module
-from engine.families.motion.mel_features import decimate
+from engine.families.motion.mel_features import AudioTail, decimate
 
 RATE = 16_000
 HOP = SAMPLES_PER_FRAME // 3  # 640 samples at 16 kHz
@@ -33,12 +31,12 @@ class AudioFeatureModule(Module):
         self._high = freqs > 3000
         self._window = np.hanning(WINDOW).astype(np.float32)
 
-    def initial_state(self, seed: int) -> dict[str, Any]:
-        return {"tail": np.zeros(WINDOW - HOP, np.float32)}
+    def initial_state(self, seed: int) -> AudioTail:
+        return AudioTail(np.zeros(WINDOW - HOP, np.float32))
 
-    def __call__(self, pcm48: np.ndarray, frames: int, state: dict[str, Any]) -> np.ndarray:
-        signal = np.concatenate([state["tail"], decimate(pcm48)])
-        state["tail"] = signal[-(WINDOW - HOP) :].copy()
+    def __call__(self, pcm48: np.ndarray, frames: int, state: AudioTail) -> np.ndarray:
+        signal = np.concatenate([state.tail, decimate(pcm48)])
+        state.tail = signal[-(WINDOW - HOP) :].copy()
         rows = np.stack([signal[i * HOP : i * HOP + WINDOW] for i in range(frames)])
         return self._features(rows)
 

@@ -9,7 +9,6 @@ fallback; the trained model generates its own at run time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,16 @@ class IdleMotionConfig:
     """Mean breathing period."""
 
 
+
+@dataclass
+class IdleState:
+    rng: np.random.Generator
+    sway: np.ndarray  # Ornstein-Uhlenbeck head sway, per axis
+    phase: np.ndarray  # breathing phase
+    blink_in: np.ndarray  # frames to the next blink
+    blink_at: np.ndarray  # frame inside the current blink, -1 between blinks
+    nod: np.ndarray  # smoothed speech emphasis
+
 class IdleMotionModule(Module):
     """Adds life to any motion track: blinks, breath, sway; see the module docstring."""
 
@@ -45,44 +54,39 @@ class IdleMotionModule(Module):
         self._sigma = np.array(config.sway, np.float32) * np.sqrt(2 * self._theta)
         self._axes = [motion.INDEX[a] for a in AXES]
 
-    def initial_state(self, seed: int) -> dict[str, Any]:
+    def initial_state(self, seed: int) -> IdleState:
         rng = np.random.default_rng(seed)
-        return {
-            "rng": rng,
-            "sway": np.zeros(len(AXES), np.float32),
-            "phase": np.array([rng.uniform(0, 2 * np.pi)]),
-            "blink_in": np.array([int(rng.uniform(0.5, 2.5) * FPS)]),
-            "blink_at": np.array([-1]),
-            "nod": np.zeros(1, np.float32),
-        }
+        return IdleState(rng, sway=np.zeros(len(AXES), np.float32), phase=np.array([rng.uniform(0, 2 * np.pi)]),
+                         blink_in=np.array([int(rng.uniform(0.5, 2.5) * FPS)]), blink_at=np.array([-1]),
+                         nod=np.zeros(1, np.float32))
 
-    def __call__(self, track: np.ndarray, loudness: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+    def __call__(self, track: np.ndarray, loudness: np.ndarray, state: IdleState) -> np.ndarray:
         """Add idle motion to `track` (frames, DIM) in place; `loudness` is 0..1 per frame."""
         for i in range(len(track)):
             self._sway(track[i], state, float(loudness[i]))
             self._blink(track[i], state)
-            state["phase"][0] += 2 * np.pi / (self.config.breath_s * FPS) * state["rng"].uniform(0.8, 1.2)
-            track[i, motion.INDEX["breath"]] = np.sin(state["phase"][0])
+            state.phase[0] += 2 * np.pi / (self.config.breath_s * FPS) * state.rng.uniform(0.8, 1.2)
+            track[i, motion.INDEX["breath"]] = np.sin(state.phase[0])
         return track
 
-    def _sway(self, frame: np.ndarray, state: dict[str, Any], loud: float) -> None:
-        sway = state["sway"]
-        sway += -self._theta * sway + self._sigma * state["rng"].standard_normal(len(AXES)).astype(np.float32)
-        state["nod"][0] += 0.25 * (loud - state["nod"][0])  # speech emphasis: small nods and brow lifts
+    def _sway(self, frame: np.ndarray, state: IdleState, loud: float) -> None:
+        sway = state.sway
+        sway += -self._theta * sway + self._sigma * state.rng.standard_normal(len(AXES)).astype(np.float32)
+        state.nod[0] += 0.25 * (loud - state.nod[0])  # speech emphasis: small nods and brow lifts
         frame[self._axes] += sway
-        frame[motion.INDEX["head_pitch"]] += 0.025 * state["nod"][0]
-        frame[motion.INDEX["brow"]] += 0.25 * state["nod"][0]
+        frame[motion.INDEX["head_pitch"]] += 0.025 * state.nod[0]
+        frame[motion.INDEX["brow"]] += 0.25 * state.nod[0]
 
-    def _blink(self, frame: np.ndarray, state: dict[str, Any]) -> None:
-        if state["blink_at"][0] >= 0:
-            value = BLINK_CURVE[state["blink_at"][0]]
+    def _blink(self, frame: np.ndarray, state: IdleState) -> None:
+        if state.blink_at[0] >= 0:
+            value = BLINK_CURVE[state.blink_at[0]]
             frame[motion.INDEX["blink_l"]] = frame[motion.INDEX["blink_r"]] = value
-            state["blink_at"][0] += 1
-            if state["blink_at"][0] >= len(BLINK_CURVE):
-                state["blink_at"][0] = -1
+            state.blink_at[0] += 1
+            if state.blink_at[0] >= len(BLINK_CURVE):
+                state.blink_at[0] = -1
             return
-        state["blink_in"][0] -= 1
-        if state["blink_in"][0] <= 0:
-            state["blink_at"][0] = 0
-            gap = 1.2 + state["rng"].exponential(self.config.blink_mean_s - 1.2)
-            state["blink_in"][0] = int(gap * FPS)
+        state.blink_in[0] -= 1
+        if state.blink_in[0] <= 0:
+            state.blink_at[0] = 0
+            gap = 1.2 + state.rng.exponential(self.config.blink_mean_s - 1.2)
+            state.blink_in[0] = int(gap * FPS)

@@ -11,7 +11,6 @@ attack/release filter keeps the motion smooth across frames and chunks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -40,6 +39,12 @@ class InterimMotionConfig:
     """Per-frame smoothing towards a more closed mouth."""
 
 
+
+@dataclass
+class InterimState:
+    mouth: np.ndarray  # the smoothed mouth coefficients
+    floor: np.ndarray  # the adaptive noise floor, dB
+
 class InterimMotionModule(Module):
     """Loudness/spectrum -> mouth coefficients; see the module docstring."""
 
@@ -49,12 +54,12 @@ class InterimMotionModule(Module):
         super().__init__()
         self.config = config
 
-    def initial_state(self, seed: int) -> dict[str, Any]:
-        return {"mouth": np.zeros(motion.DIM, np.float32), "floor": np.array([self.config.initial_floor_db])}
+    def initial_state(self, seed: int) -> InterimState:
+        return InterimState(np.zeros(motion.DIM, np.float32), np.array([self.config.initial_floor_db]))
 
-    def loudness(self, loudness_db: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+    def loudness(self, loudness_db: np.ndarray, state: InterimState) -> np.ndarray:
         """0..1 speech loudness over an adaptive noise floor, so room noise keeps the mouth shut."""
-        c, floor = self.config, state["floor"]
+        c, floor = self.config, state.floor
         out = np.empty(len(loudness_db), np.float32)
         for i, db in enumerate(loudness_db):
             floor[0] = max(c.min_floor_db, min(float(db), floor[0] + c.floor_rise_db))
@@ -72,15 +77,15 @@ class InterimMotionModule(Module):
         out[:, LL] = -0.6 * fricative * loud
         return out
 
-    def __call__(self, features: np.ndarray, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, features: np.ndarray, state: InterimState) -> tuple[np.ndarray, np.ndarray]:
         """Mouth motion (frames, DIM) and the 0..1 loudness that drove it."""
         loud = self.loudness(features[:, 0], state)
         targets = self.targets(features, loud)
-        current = state["mouth"]
+        current = state.mouth
         out = np.empty_like(targets)
         for i, target in enumerate(targets):
             rate = np.where(target > current, self.config.attack, self.config.release)
             current = current + rate * (target - current)
             out[i] = current
-        state["mouth"] = current.astype(np.float32)
+        state.mouth = current.astype(np.float32)
         return out, loud

@@ -9,7 +9,7 @@ the RollingState, so a stream cut into chunks of any size gives the same rows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,6 +41,13 @@ def decimate(pcm48: np.ndarray) -> np.ndarray:
     return pcm48.astype(np.float32).reshape(-1, 3).mean(1) / 32768.0
 
 
+
+@dataclass
+class AudioTail:
+    """A feature module's state: the samples of its last window that overlap the next chunk."""
+
+    tail: np.ndarray
+
 class MelFeatureModule(Module):
     """(frames, 80) log-mel rows; see the module docstring."""
 
@@ -51,12 +58,12 @@ class MelFeatureModule(Module):
         self._filters = mel_filters()
         self._window = np.hanning(WINDOW).astype(np.float32)
 
-    def initial_state(self, seed: int) -> dict[str, Any]:
-        return {"tail": np.zeros(WINDOW - HOP, np.float32)}
+    def initial_state(self, seed: int) -> AudioTail:
+        return AudioTail(np.zeros(WINDOW - HOP, np.float32))
 
-    def __call__(self, pcm48: np.ndarray, frames: int, state: dict[str, Any]) -> np.ndarray:
-        signal = np.concatenate([state["tail"], decimate(pcm48)])
-        state["tail"] = signal[-(WINDOW - HOP):].copy()
+    def __call__(self, pcm48: np.ndarray, frames: int, state: AudioTail) -> np.ndarray:
+        signal = np.concatenate([state.tail, decimate(pcm48)])
+        state.tail = signal[-(WINDOW - HOP):].copy()
         starts = np.arange(2 * frames) * HOP
         rows = signal[starts[:, None] + np.arange(WINDOW)] * self._window
         power = np.abs(np.fft.rfft(rows, axis=1)) ** 2
