@@ -229,11 +229,11 @@ class EngineClient:
     replaced at once; sessions on other workers never notice.
     """
 
-    def __init__(self, config: EngineConfig, workers: int):
+    def __init__(self, config: EngineConfig, workers: int, on_restart: Callable[[], None] = lambda: None):
         self.config, self.count = config, workers
         self.workers: list[WorkerHandle] = []
         self.restarts = 0
-        self.on_restart: Callable[[], None] = lambda: None
+        self.on_restart = on_restart  # told each time a dead worker is replaced
         self._stopping = False
 
     async def start(self) -> None:

@@ -40,7 +40,8 @@ class Server:
                  tts: TextToSpeech | None = None):
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
-        self.engine = EngineClient(self.engine_config, config.workers)
+        self.metrics = Metrics(config.max_sessions, self._live_sessions)
+        self.engine = EngineClient(self.engine_config, config.workers, on_restart=self.metrics.worker_restarts.inc)
         self.motion_delay = motion_delay_frames(self.engine_config.motion)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.sessions: dict[str, Session] = {}
@@ -48,8 +49,6 @@ class Server:
         self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
         self._asr_warm: asyncio.Task | None = None
         self._opening: dict[str | None, int] = {}  # sessions being answered, per client address
-        self.metrics = Metrics(config.max_sessions, self.sessions.values)
-        self.engine.on_restart = self.metrics.worker_restarts.inc
         self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars)
         self.started = time.time()
 
@@ -63,6 +62,9 @@ class Server:
         await self.tts.close()
         self.avatars.close()
         self.asr.close()
+
+    def _live_sessions(self) -> list[Session]:
+        return list(self.sessions.values())
 
     def session(self, session_id: str) -> Session:
         """A live session, or the API's 404."""
