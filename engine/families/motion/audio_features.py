@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.config import SAMPLES_PER_FRAME
 from engine.core.module import Module
-from engine.families.motion.mel_features import AudioTail, decimate
+from engine.families.motion.mel_features import AudioTail
 
 RATE = 16_000
 HOP = SAMPLES_PER_FRAME // 3  # 640 samples at 16 kHz
@@ -32,11 +32,10 @@ class AudioFeatureModule(Module):
         self._window = np.hanning(WINDOW).astype(np.float32)
 
     def initial_state(self, seed: int) -> AudioTail:
-        return AudioTail(np.zeros(WINDOW - HOP, np.float32))
+        return AudioTail.silent(WINDOW - HOP)
 
     def __call__(self, pcm48: np.ndarray, frames: int, state: AudioTail) -> np.ndarray:
-        signal = np.concatenate([state.tail, decimate(pcm48)])
-        state.tail = signal[-(WINDOW - HOP) :].copy()
+        signal = state.extend(pcm48)
         rows = np.stack([signal[i * HOP : i * HOP + WINDOW] for i in range(frames)])
         return self._features(rows)
 

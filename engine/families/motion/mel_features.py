@@ -41,12 +41,22 @@ def decimate(pcm48: np.ndarray) -> np.ndarray:
     return pcm48.astype(np.float32).reshape(-1, 3).mean(1) / 32768.0
 
 
-
 @dataclass
 class AudioTail:
     """A feature module's state: the samples of its last window that overlap the next chunk."""
 
     tail: np.ndarray
+
+    @classmethod
+    def silent(cls, samples: int) -> AudioTail:
+        return cls(np.zeros(samples, np.float32))
+
+    def extend(self, pcm48: np.ndarray) -> np.ndarray:
+        """This chunk's 16 kHz signal after the held tail; keeps the new tail (as long as the old)."""
+        signal = np.concatenate([self.tail, decimate(pcm48)])
+        self.tail = signal[len(signal) - len(self.tail):].copy()
+        return signal
+
 
 class MelFeatureModule(Module):
     """(frames, 80) log-mel rows; see the module docstring."""
@@ -59,11 +69,10 @@ class MelFeatureModule(Module):
         self._window = np.hanning(WINDOW).astype(np.float32)
 
     def initial_state(self, seed: int) -> AudioTail:
-        return AudioTail(np.zeros(WINDOW - HOP, np.float32))
+        return AudioTail.silent(WINDOW - HOP)
 
     def __call__(self, pcm48: np.ndarray, frames: int, state: AudioTail) -> np.ndarray:
-        signal = np.concatenate([state.tail, decimate(pcm48)])
-        state.tail = signal[-(WINDOW - HOP):].copy()
+        signal = state.extend(pcm48)
         starts = np.arange(2 * frames) * HOP
         rows = signal[starts[:, None] + np.arange(WINDOW)] * self._window
         power = np.abs(np.fft.rfft(rows, axis=1)) ** 2
