@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 
-from testkit.audio import write_wav  # noqa: F401 - tests import these from here too
-from testkit.server import ARTIFACTS, ROOT, SHARED_DATA, ServerProcess, free_port  # noqa: F401
+from testkit import shaped_link
+from testkit.server import SHARED_DATA, ServerProcess
 
 
 @pytest.fixture(scope="session")
 def server():
     with ServerProcess() as proc:
         yield proc
+
+
+@pytest.fixture(scope="module")
+def link():
+    """The shaped link of testkit/shaped_link.py, wide to start with; removed afterwards."""
+    if why := shaped_link.can_shape():
+        pytest.skip(why)
+    try:
+        shaped_link.sh("ip", "netns", "add", shaped_link.NS)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot make a network namespace here: {exc.stderr.decode().strip()}")
+    try:
+        shaped_link.connect()
+        yield
+    finally:
+        shaped_link.remove()
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from testkit.audio import write_wav
 from testkit.browser import CHROMIUM
-from tests.conftest import ARTIFACTS, write_wav
+from testkit.server import ARTIFACTS
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""The congestion test's narrow, lossy link (tests/integration/test_congestion.py) with the
-viewer users have: Chromium, through our JS client. Its receiver is libwebrtc's, so this
+"""The congestion test's narrow, lossy link (testkit/shaped_link.py) with the viewer users
+have: Chromium, through our JS client. Its receiver is libwebrtc's, so this
 checks that the server's bitrate control suits a browser's estimate and loss reports."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from tests.conftest import ServerProcess
-from tests.integration.test_congestion import NS, NS_IP, link, narrow_the_link, widen_the_link  # noqa: F401
+from testkit.server import ServerProcess
+from testkit.shaped_link import NS, NS_IP, narrow_the_link, widen_the_link
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +38,7 @@ async def rates(page, seconds: int) -> list[tuple[float, float]]:
     return out
 
 
-async def test_chromium_plays_through_a_narrow_lossy_link_and_recovers(browser, link):  # noqa: F811
+async def test_chromium_plays_through_a_narrow_lossy_link_and_recovers(browser, link):
     with ServerProcess(host=NS_IP, prefix=("ip", "netns", "exec", NS)) as server:
         context = await browser.new_context()
         page = await context.new_page()

@@ -80,7 +80,7 @@ async def test_session_of_a_killed_viewer_ends_by_itself(server):
     import signal
     import sys
 
-    from tests.conftest import ROOT
+    from testkit.server import ROOT
 
     async def sessions() -> int:
         async with aiohttp.ClientSession() as http:

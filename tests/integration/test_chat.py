@@ -11,7 +11,7 @@ from avatar_client import AvatarViewer
 from speech.tts import PiperTts
 from testkit.audio import silence, speech_wav
 from testkit.fake_llm import FakeLLM
-from tests.conftest import ServerProcess
+from testkit.server import ServerProcess
 from tests.integration.test_session import rms
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT
+from testkit.server import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from avatar_client import AvatarViewer
-from tests.conftest import SHARED_DATA
+from testkit.server import SHARED_DATA
 from training.motion.real_data import lagged_corr
 from training.motion.rig_fit import frames_opening
 

@@ -11,7 +11,7 @@ import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from avatar_client import AvatarViewer
-from tests.conftest import ServerProcess
+from testkit.server import ServerProcess
 
 pytestmark = pytest.mark.integration
 TOKEN = "s3cret-token"

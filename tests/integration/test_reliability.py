@@ -15,7 +15,7 @@ import pytest
 from aiortc import RTCPeerConnection
 
 from avatar_client import AgentClient, AvatarViewer
-from tests.conftest import ServerProcess
+from testkit.server import ServerProcess
 
 pytestmark = pytest.mark.integration
 

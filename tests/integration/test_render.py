@@ -7,7 +7,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.conftest import ARTIFACTS, ROOT, SHARED_DATA
+from testkit.server import ARTIFACTS, ROOT, SHARED_DATA
 from tests.mouth import dark_pixels
 
 pytestmark = pytest.mark.integration

@@ -57,7 +57,7 @@ async def test_llm_client_streams_an_openai_compatible_answer():
 
 
 async def test_unreachable_llm_is_a_clear_error():
-    from tests.conftest import free_port
+    from testkit.server import free_port
 
     llm = ChatLLM(LlmConfig(base_url=f"http://127.0.0.1:{free_port()}/v1"))
     with pytest.raises(LlmError, match="could not be reached"):
