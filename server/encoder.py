@@ -26,7 +26,7 @@ from aiortc.codecs.base import Encoder
 from av.frame import Frame
 from av.packet import Packet
 
-from .link import BitrateControl
+from .link import BitrateControl, OnFrame
 
 FPS = 25
 
@@ -34,31 +34,30 @@ FPS = 25
 class RealtimeH264Encoder(Encoder):
     """x264 with a fast preset at the bitrate of its track's BitrateControl."""
 
-    bitrate = 1_200_000  # the ceiling: the configured video_bitrate
-
     def __init__(self) -> None:
         self.codec: av.VideoCodecContext | None = None
-        self.control = BitrateControl(self.bitrate)  # until the first frame brings the track's
+        self.control: BitrateControl | None = None  # the track's, from its first frame
         self.opened_at = 0  # the rate x264 was opened with (its bit_rate reads back rounded to kbit/s)
         self._packer = h264.H264Encoder()  # aiortc's RTP packetisation (STAP-A, FU-A)
 
     @property
     def target_bitrate(self) -> int:
-        return self.control.rate
+        return self.control.rate if self.control else 0
 
     @target_bitrate.setter
     def target_bitrate(self, value: int) -> None:  # aiortc sets this on every REMB
-        self.control.estimate(int(value), time.monotonic())  # the next frame reopens x264 if it moved
+        if self.control:  # an estimate before the first frame has nothing to steer yet
+            self.control.estimate(int(value), time.monotonic())  # the next frame reopens x264 if it moved
 
     def encode(self, frame: Frame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
         assert isinstance(frame, av.VideoFrame)
-        if isinstance(frame.opaque, BitrateControl):
-            self.control = frame.opaque
+        assert isinstance(frame.opaque, OnFrame), "frames come from AvatarVideoTrack, with its control"
+        self.control = frame.opaque.control
         if self.codec and (self.opened_at != self.control.rate
                            or frame.width != self.codec.width or frame.height != self.codec.height):
             self.codec = None
         if self.codec is None:
-            self.codec = self._open(frame.width, frame.height)
+            self.codec = self._open(frame.width, frame.height, self.control.rate)
         frame.pict_type = av.video.frame.PictureType.I if force_keyframe else av.video.frame.PictureType.NONE
         packet = av.Packet(b"".join(bytes(p) for p in self.codec.encode(frame)))
         assert frame.time_base is not None  # the track stamps every frame on the 90 kHz clock
@@ -68,10 +67,10 @@ class RealtimeH264Encoder(Encoder):
     def pack(self, packet: Packet) -> tuple[list[bytes], int]:
         return self._packer.pack(packet)
 
-    def _open(self, width: int, height: int) -> av.VideoCodecContext:
+    def _open(self, width: int, height: int, rate: int) -> av.VideoCodecContext:
         codec = av.CodecContext.create("libx264", "w")
         codec.width, codec.height = width, height
-        rate = codec.bit_rate = self.opened_at = self.control.rate
+        codec.bit_rate = self.opened_at = rate
         codec.pix_fmt = "yuv420p"
         codec.framerate = fractions.Fraction(FPS, 1)
         codec.time_base = fractions.Fraction(1, FPS)
@@ -89,7 +88,6 @@ def _get_encoder(codec: RTCRtpCodecParameters) -> Encoder:
     return stock_get_encoder(codec)
 
 
-def install(bitrate: int) -> None:
+def install() -> None:
     """Make every aiortc sender in this process use the real-time encoder."""
-    RealtimeH264Encoder.bitrate = bitrate
     rtcrtpsender.get_encoder = _get_encoder

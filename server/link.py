@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ class BitrateControl:
     """The video's target bitrate for one viewer, with hysteresis (see the module docstring).
 
     The session's video track owns it and hands it to its encoder on every frame
-    (`frame.opaque`): aiortc builds the encoder without telling it whose it is."""
+    (`frame.opaque`, in an OnFrame): aiortc builds the encoder without telling it whose it is."""
 
     def __init__(self, ceiling: int):
         self.ceiling, self.rate, self.changed_at = ceiling, ceiling, -MIN_CHANGE_S
@@ -66,6 +67,17 @@ class BitrateControl:
         logger.debug("video bitrate %d -> %d kbit/s (%s)", self.rate // 1000, rate // 1000, why)
         self.rate, self.changed_at = rate, now
         return True
+
+
+@dataclass(frozen=True, eq=False)
+class OnFrame:
+    """A BitrateControl riding on one video frame (`frame.opaque`) to the encoder.
+
+    Each frame gets its own: PyAV keys opaque values by id(), so one object set on two
+    live frames is dropped from both when the first is freed (measured: the second frame
+    then arrives without it)."""
+
+    control: BitrateControl
 
 
 class RetransmitLimit:

@@ -35,37 +35,19 @@ class SessionMonitor:
         self.fps = 0.0  # video frames sent in the last stats period, per second
         self.fresh_fps = 0.0  # of those, newly rendered ones (the rest repeat a late engine's last frame)
 
-    async def watch(self) -> None:
-        """Ends sessions whose viewer never connects or has gone away."""
-        while not self.closed.is_set():
-            await asyncio.sleep(1.0)
-            if self.video.first_frame_at is None:
-                if time.monotonic() - self.created > CONNECT_TIMEOUT_S:
-                    self.fail("not_connected",
-                              f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
-            elif await self._seconds_since_receiver_report() > PEER_SILENT_S:
-                self.fail("peer_gone", "the viewer stopped answering")
-
-    async def _seconds_since_receiver_report(self) -> float:
-        latest = None
-        for sender in self.pc.getSenders():
-            for stat in (await sender.getStats()).values():
-                if stat.type == "remote-inbound-rtp":
-                    latest = max(latest or stat.timestamp, stat.timestamp)
-        if latest is None:
-            assert self.video.first_frame_at is not None  # only asked once media flows
-            return time.monotonic() - self.video.first_frame_at
-        return (datetime.datetime.now(datetime.UTC) - latest).total_seconds()
-
-    async def report(self) -> None:
+    async def run(self) -> None:
+        """Once a second, from one read of the senders' stats: end a session whose viewer
+        never connects or has gone away, report the stats, follow the video's loss."""
         last_sent, last_played, last_bytes, last_t = 0, 0, 0, time.monotonic()
         reported = (0, 0)  # packets lost and sent, by the video's latest receiver report
         while not self.closed.is_set():
             await asyncio.sleep(STATS_PERIOD_S)
-            stats = await self._video_stats()
-            reported = self._follow_video_loss(stats, reported)
+            senders = [(sender.track, list((await sender.getStats()).values())) for sender in self.pc.getSenders()]
+            self._watch([stat for _, values in senders for stat in values])
+            video = next((values for track, values in senders if track is self.video), [])
+            reported = self._follow_video_loss(video, reported)
             now, played = time.monotonic(), self.playout.stats.played
-            sent_bytes = sum(s.bytesSent for s in stats if s.type == "outbound-rtp")  # what the encoder made
+            sent_bytes = sum(s.bytesSent for s in video if s.type == "outbound-rtp")  # what the encoder made
             self.fps = round((self.video.sent - last_sent) / (now - last_t), 2)
             self.fresh_fps = round((played - last_played) / (now - last_t), 2)
             video_kbps = round((sent_bytes - last_bytes) * 8 / 1000 / (now - last_t), 1)
@@ -73,11 +55,19 @@ class SessionMonitor:
             self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * 40,
                           av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held, video_kbps=video_kbps)
 
-    async def _video_stats(self) -> list[Any]:
-        for sender in self.pc.getSenders():
-            if sender.track is self.video:
-                return list((await sender.getStats()).values())
-        return []
+    def _watch(self, stats: list[Any]) -> None:
+        if self.video.first_frame_at is None:
+            if time.monotonic() - self.created > CONNECT_TIMEOUT_S:
+                self.fail("not_connected", f"no media was requested within {CONNECT_TIMEOUT_S:.0f} s; check ICE/TURN")
+        elif self._seconds_since_receiver_report(stats) > PEER_SILENT_S:
+            self.fail("peer_gone", "the viewer stopped answering")
+
+    def _seconds_since_receiver_report(self, stats: list[Any]) -> float:
+        reports = [s.timestamp for s in stats if s.type == "remote-inbound-rtp"]
+        if not reports:
+            assert self.video.first_frame_at is not None  # only asked once media flows
+            return time.monotonic() - self.video.first_frame_at
+        return (datetime.datetime.now(datetime.UTC) - max(reports)).total_seconds()
 
     def _follow_video_loss(self, stats: list[Any], before: tuple[int, int]) -> tuple[int, int]:
         """Give the video's bitrate control the fraction lost since `before`, from the receiver

@@ -40,11 +40,11 @@ class Server:
                  tts: TextToSpeech | None = None):
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
-        self.metrics = Metrics(config.max_sessions, self._live_sessions)
+        self.sessions: dict[str, Session] = {}
+        self.metrics = Metrics(config.max_sessions, self.sessions.values)
         self.engine = EngineClient(self.engine_config, config.workers, on_restart=self.metrics.worker_restarts.inc)
         self.motion_delay = motion_delay_frames(self.engine_config.motion)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
-        self.sessions: dict[str, Session] = {}
         self.asr = SpeechRecognizer()
         self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
         self._asr_warm: asyncio.Task | None = None
@@ -53,7 +53,7 @@ class Server:
         self.started = time.time()
 
     async def startup(self, app: web.Application) -> None:
-        encoder.install(self.config.video_bitrate)
+        encoder.install()
         await asyncio.gather(self.engine.start(), self.tts.start())
 
     async def shutdown(self, app: web.Application) -> None:
@@ -62,9 +62,6 @@ class Server:
         await self.tts.close()
         self.avatars.close()
         self.asr.close()
-
-    def _live_sessions(self) -> list[Session]:
-        return list(self.sessions.values())
 
     def session(self, session_id: str) -> Session:
         """A live session, or the API's 404."""
@@ -118,7 +115,7 @@ class Server:
         open_engine = functools.partial(self.engine.open_session, session_id, str(avatar), secrets.randbits(31))
         config = SessionConfig(self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
                                mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
-                               max_queued=self.config.max_queued_utterances)
+                               max_queued=self.config.max_queued_utterances, video_bitrate=self.config.video_bitrate)
         hooks = SessionHooks(self.metrics.ttff.observe, self.metrics.interrupts.inc, self._forget)
         session = Session(session_id, peer_connection(self.config), open_engine, self.tts, config, client, hooks,
                           chat=(self.asr, self.llm))

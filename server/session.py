@@ -54,6 +54,7 @@ class SessionConfig:
     echo: bool = True  # mirror mode: play the user's voice back with the face
     delay_frames: int = 0  # the motion model's lookahead: the audio's delay line
     max_queued: int = 16  # utterances waiting, at most
+    video_bitrate: int = 1_200_000  # the most H.264 may send; a narrow link brings it down
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Session:
                                      self.closed, config.max_queued, hooks.interrupted)
         self.pump = MediaPump(self.engine, self.speech, self.playout, self.closed, config.chunk_frames,
                               config.lead_frames, config.delay_frames, config.echo)
-        self.video = AvatarVideoTrack(self.playout, self._first_frame)
+        self.video = AvatarVideoTrack(self.playout, config.video_bitrate, self._first_frame)
         self.audio = AvatarAudioTrack(self.playout)
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None
@@ -90,8 +91,7 @@ class Session:
 
     def start(self) -> None:
         self.spawn(self.pump.run(self.fail))
-        self.spawn(self.monitor.report())
-        self.spawn(self.monitor.watch())
+        self.spawn(self.monitor.run())
         self.pc.on("track", self._on_remote_track)
         self.pc.on("connectionstatechange", self._on_connection_state)
 

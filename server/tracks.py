@@ -11,8 +11,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
 
-from .encoder import RealtimeH264Encoder
-from .link import BitrateControl
+from .link import BitrateControl, OnFrame
 from .playout import Playout
 
 VIDEO_CLOCK = 90_000
@@ -51,18 +50,18 @@ class AvatarVideoTrack(_PacedTrack):
     kind = "video"
     period = 1 / FPS
 
-    def __init__(self, playout: Playout, on_first_frame: Callable[[], None] | None = None):
+    def __init__(self, playout: Playout, ceiling: int, on_first_frame: Callable[[], None] | None = None):
         super().__init__(playout)
         self.first_frame_at: float | None = None
         self._on_first_frame = on_first_frame
-        self.bitrate = BitrateControl(RealtimeH264Encoder.bitrate)  # this viewer's link
+        self.bitrate = BitrateControl(ceiling)  # this viewer's link, up to the configured video_bitrate
 
     async def recv(self) -> av.VideoFrame:
         tick = await self._wait_unit()
         frame = self.playout.video(tick)
         frame.pts = tick * (VIDEO_CLOCK // FPS)
         frame.time_base = fractions.Fraction(1, VIDEO_CLOCK)
-        frame.opaque = self.bitrate  # how the encoder aiortc made for this track finds it
+        frame.opaque = OnFrame(self.bitrate)  # how the encoder aiortc made for this track finds it
         if self.first_frame_at is None:
             self.first_frame_at = time.monotonic()
             if self._on_first_frame:

@@ -17,6 +17,7 @@ from server.link import (
     RESEND_BURST,
     RESEND_GAP_S,
     BitrateControl,
+    OnFrame,
     RetransmitLimit,
     limit_resends,
 )
@@ -42,7 +43,7 @@ def test_the_encoder_follows_the_tracks_control_and_reopens_only_when_it_moves()
     encoder, control = RealtimeH264Encoder(), BitrateControl(1_200_000)
     opened = []
     for i, frame in enumerate(_frames(30)):
-        frame.opaque = control  # as the session's video track does
+        frame.opaque = OnFrame(control)  # as the session's video track does
         if i == 10:
             assert control.estimate(597_000, now=0.0) and control.rate == 537_300  # x264 reads back 537_000
         encoder.encode(frame)
@@ -53,12 +54,13 @@ def test_the_encoder_follows_the_tracks_control_and_reopens_only_when_it_moves()
 
 
 def _frames(count: int):
-    """A moving gradient, as cheap to encode as a face."""
-    y, x = np.mgrid[:256, :256]
+    """A moving gradient, as cheap to encode as a face, carrying its track's BitrateControl."""
+    y, x, control = *np.mgrid[:256, :256], BitrateControl(1_200_000)
     for i in range(count):
         rgb = np.stack([(x + 3 * i) % 256, (y + 2 * i) % 256, (x + y) // 2 % 256], axis=-1).astype(np.uint8)
         frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
         frame.pts, frame.time_base = i * 3600, fractions.Fraction(1, 90_000)
+        frame.opaque = OnFrame(control)
         yield frame
 
 
