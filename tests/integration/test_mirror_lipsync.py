@@ -8,7 +8,7 @@ import pytest
 from avatar_client import AvatarViewer
 from testkit.server import SHARED_DATA
 from training.motion.real_data import lagged_corr
-from training.motion.rig_fit import frames_opening
+from engine.families.video.tracking import frames_opening
 
 pytestmark = pytest.mark.integration
 SPEECH = SHARED_DATA / "jfk.flac"  # a real person's voice, 11 s

@@ -12,7 +12,7 @@ from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, FaceRig
 from training.motion.channel import coded, degrade
-from training.motion.rig_fit import fit_clip, mouth_opening
+from engine.families.portrait.rig_fit import fit_clip, mouth_opening
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ from .channel import degrade
 from .evaluate import align
 from .real_faces import load
 from .recipe import frame_db
-from .rig_fit import fit_clip, mouth_opening, smooth
+from engine.families.portrait.rig_fit import fit_clip, mouth_opening, smooth
 from .transcripts import known_transcript
 from .visemes import frames_of
 

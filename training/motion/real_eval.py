@@ -50,7 +50,8 @@ from engine.families.portrait.renderer import PortraitRenderer  # noqa: E402
 
 from .channel import band_limit, coded, telephone  # noqa: E402
 from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
-from .rig_fit import frames_opening, smooth  # noqa: E402
+from engine.families.portrait.rig_fit import smooth  # noqa: E402
+from engine.families.video.tracking import frames_opening  # noqa: E402
 from .transcripts import known_transcript  # noqa: E402
 
 CLOSED_MOUTH = ASSETS / "closed-mouth.png"

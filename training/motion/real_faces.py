@@ -24,6 +24,7 @@ import av
 import numpy as np
 
 from engine.config import FPS, SAMPLE_RATE
+from engine.families.video.tracking import track_landmarks
 
 REAL_TALKING = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-talking"
 SOURCES = {  # folder -> source name; a source is held out or trained on as a whole
@@ -78,22 +79,6 @@ def read_clip(path: Path) -> tuple[list[np.ndarray], np.ndarray]:
     frames_out = [frames[i] for i in nearest]
     n = min(len(frames_out), len(pcm) // (SAMPLE_RATE // FPS))
     return frames_out[:n], pcm[: n * (SAMPLE_RATE // FPS)]
-
-
-def track_landmarks(frames: list[np.ndarray]) -> np.ndarray:
-    """(T, 468, 2) pixel landmarks, mediapipe face mesh in tracking mode; NaN where no face."""
-    import mediapipe as mp
-
-    out = np.full((len(frames), 468, 2), np.nan, np.float32)
-    with mp.solutions.face_mesh.FaceMesh(static_image_mode=False, refine_landmarks=False, max_num_faces=1,
-                                         min_detection_confidence=0.5, min_tracking_confidence=0.5) as mesh:
-        for i, rgb in enumerate(frames):
-            result = mesh.process(np.ascontiguousarray(rgb))
-            if result.multi_face_landmarks:
-                h, w = rgb.shape[:2]
-                pts = result.multi_face_landmarks[0].landmark
-                out[i] = [(p.x * w, p.y * h) for p in pts[:468]]
-    return out
 
 
 def extract(clip: Clip, out_dir: Path) -> dict:

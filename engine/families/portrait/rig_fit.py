@@ -49,13 +49,6 @@ def mouth_opening(lm: np.ndarray) -> np.ndarray:
     return gap / np.linalg.norm(lm[:, 263] - lm[:, 33], axis=-1)
 
 
-def frames_opening(frames: list[np.ndarray]) -> np.ndarray:
-    """mouth_opening of RGB frames, tracked by mediapipe face mesh (0 where no face is found)."""
-    from .real_faces import track_landmarks
-
-    return mouth_opening(np.nan_to_num(track_landmarks(frames)))
-
-
 def similarity(src: np.ndarray, dst: np.ndarray) -> tuple[float, float, np.ndarray]:
     """Scale, angle and translation mapping src points onto dst (least squares, Umeyama)."""
     mu_s, mu_d = src.mean(0), dst.mean(0)

@@ -1,0 +1,1 @@
+"""Video avatars: a person's own clip as the reference (frames, mouths, motion)."""

@@ -1,0 +1,97 @@
+"""Reading an uploaded clip: probing it, its frames on the 25 fps timeline, and why it is refused.
+
+Frames are streamed, never held all at once: a minute of 720p RGB is 4 GB. Each
+refusal is a `ClipError` whose message a person understands and whose code the
+server returns beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.config import FPS
+
+MIN_SECONDS = 10.0
+MAX_SECONDS = 300.0
+
+
+class ClipError(ValueError):
+    """A clip the avatar cannot be made from; `code` is the API's error code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    width: int
+    height: int
+    seconds: float
+    frames: int  # on the 25 fps timeline
+
+
+def probe(path: Path) -> ClipInfo:
+    """Open the clip and check its stream and length, reading only the header."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ClipError("no_video", "the file has no video stream; upload a video of the person talking")
+            video = container.streams.video[0]
+            seconds = _seconds(container, video)
+            width, height = video.codec_context.width, video.codec_context.height
+    except av.error.FFmpegError as exc:
+        raise ClipError("unreadable", f"the file is not a video we can read ({_reason(exc)})") from None
+    if seconds <= 0 or width <= 0:
+        raise ClipError("unreadable", "the video stream holds no frames we can read")
+    if seconds < MIN_SECONDS:
+        raise ClipError("too_short", f"the clip is {seconds:.1f} s long; it needs at least {MIN_SECONDS:.0f} s "
+                        "of the person talking")
+    if seconds > MAX_SECONDS:
+        raise ClipError("too_long", f"the clip is {seconds / 60:.1f} minutes long; the limit is "
+                        f"{MAX_SECONDS / 60:.0f} minutes")
+    return ClipInfo(width, height, seconds, int(seconds * FPS))
+
+
+def _seconds(container, video) -> float:  # type: ignore[no-untyped-def]  # PyAV's types
+    if video.duration is not None and video.time_base is not None:
+        return float(video.duration * video.time_base)
+    if container.duration is not None:
+        return container.duration / 1e6
+    return 0.0
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc).split(":")[0][:80]
+
+
+def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = None) -> Iterator[np.ndarray]:
+    """RGB frames on the 25 fps timeline (each tick takes the latest source frame at or
+    before it), passed through `transform` as they are decoded."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            video = container.streams.video[0]
+            video.thread_type = "AUTO"
+            tick, start = 0, None
+            for frame in container.decode(video):
+                if frame.pts is None:
+                    continue
+                t = float(frame.pts * video.time_base)
+                start = t if start is None else start
+                if t - start < tick / FPS - 0.5 / FPS:
+                    continue  # a faster source: this frame falls between two ticks
+                rgb = frame.to_ndarray(format="rgb24")
+                out = transform(rgb) if transform else rgb
+                while tick / FPS <= t - start + 0.5 / FPS:  # a slower source repeats its frame
+                    yield out
+                    tick += 1
+    except av.error.FFmpegError as exc:
+        raise ClipError("unreadable", f"the video could not be decoded ({_reason(exc)})") from None

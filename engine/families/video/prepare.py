@@ -1,0 +1,164 @@
+"""Reference encoding, once per video avatar: a clip in, a VideoReference out.
+
+Two passes over the clip, because its frames are never all held at once: the first
+tracks the face on every frame (at most 640 pixels wide, which is plenty for the mesh)
+and checks it is one frontal face big enough to animate; the second cuts every frame to
+the square the face moves in over the whole clip, so the avatar keeps the clip's own
+framing and head motion. Then the rig is fitted to every frame and the walk's jump
+table built. `progress(share, stage)` is called as it goes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from engine.families.portrait.rig_fit import fill_gaps, fit_clip
+from engine.families.video.clip import ClipError, ClipInfo, frames, probe
+from engine.families.video.mouth import turn
+from engine.families.video.reference import SUFFIX, VideoReference, encode_jpeg
+from engine.families.video.tracking import POINTS, FaceCounter, FaceTracker
+from engine.families.video.walk import jump_table
+
+ANALYSIS_WIDTH = 640
+MIN_TRACKED = 0.9  # share of frames that must show the face
+MIN_FACE_PX = 80  # face height (forehead to chin) in the source
+MAX_TURN = 0.22  # median nose offset from the cheeks' midpoint, in face widths (about 35 degrees)
+SECOND_SHARE = 0.2  # two faces in this share of the checked frames means two people
+COUNT_EVERY = 12  # frames between face counts (the detector costs as much as the mesh)
+THUMB = 16  # thumbnail side, for telling scenes apart
+SCENE_CUT = 20.0  # RMS grey levels between thumbnails of consecutive frames, at least, for a cut
+FRAMING = 2.3  # the crop's side in face heights, as for photos (head and shoulders)
+
+Progress = Callable[[float, str], None]
+
+
+def clip_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress | None = None) -> str:
+    """Prepare the clip at `path` into `folder/<id>.clip.npz` (id: a digest of the file) and
+    return the id; a clip prepared before is found by its digest and not redone."""
+    report = progress or (lambda share, stage: None)
+    avatar_id = clip_digest(path)
+    target = folder / f"{avatar_id}{SUFFIX}"
+    if target.exists():
+        report(1.0, "ready")
+        return avatar_id
+    info = probe(path)
+    landmarks, tracked, scene = track(path, info, lambda s: report(0.05 + 0.45 * s, "tracking the face"))
+    crop = framing(landmarks[tracked], info)
+    jpegs = cut(path, crop, size, info, lambda s: report(0.5 + 0.4 * s, "cutting frames"))
+    n = min(len(jpegs), len(landmarks))
+    x0, y0, side = crop
+    out_lm = ((landmarks[:n] - (x0, y0)) * (size / side)).astype(np.float32)
+    report(0.92, "fitting the face")
+    coeffs = fit_clip(out_lm)
+    jump_to, jump_cost = jump_table(out_lm, coeffs, scene[:n])
+    folder.mkdir(parents=True, exist_ok=True)
+    VideoReference(jpegs[:n], out_lm, coeffs, tracked[:n], scene[:n], jump_to, jump_cost,
+                   np.array([x0, y0, side, info.width, info.height])).save(target)
+    report(1.0, "ready")
+    return avatar_id
+
+
+def track(path: Path, info: ClipInfo, progress: Callable[[float], None]
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(T, 468, 2) source-pixel landmarks (gaps filled from neighbours), which frames had a
+    face, and the shot each frame is in. The tracker starts afresh at each cut: left to
+    itself it would carry the last shot's face into the first frames of the next."""
+    scale = min(1.0, ANALYSIS_WIDTH / info.width)
+    small = (round(info.width * scale), round(info.height * scale))
+    found, counts, cuts = [], [], SceneCuts()
+    counter, tracker = FaceCounter(), FaceTracker()
+    try:
+        for i, rgb in enumerate(frames(path, lambda f: cv2.resize(f, small, interpolation=cv2.INTER_AREA)
+                                       if scale < 1 else f)):
+            if cuts(rgb):
+                tracker.close()
+                tracker = FaceTracker()
+            faces = tracker(rgb)
+            found.append(faces[0] / scale if faces else np.full((POINTS, 2), np.nan, np.float32))
+            if i % COUNT_EVERY == 0:
+                counts.append(counter(rgb))
+                progress(min(1.0, i / max(info.frames, 1)))
+    finally:
+        counter.close()
+        tracker.close()
+    lm = np.stack(found) if found else np.zeros((0, POINTS, 2), np.float32)
+    tracked = np.isfinite(lm[:, 0, 0])
+    check_face(lm[tracked], tracked, float(np.mean(np.array(counts) > 1)) if counts else 0.0)
+    return fill_gaps(lm).astype(np.float32), tracked, np.array(cuts.scene, np.int32)
+
+
+class SceneCuts:
+    """Numbers the shots of an edited clip: a cut is where the picture changes at once, far
+    more than it has from one frame to the next just before."""
+
+    def __init__(self) -> None:
+        self.scene: list[int] = []
+        self._last: np.ndarray | None = None
+        self._steps: list[float] = []
+
+    def __call__(self, rgb: np.ndarray) -> bool:
+        thumb = cv2.resize(rgb, (THUMB, THUMB), interpolation=cv2.INTER_AREA).astype(np.float32)
+        cut = False
+        if self._last is not None:
+            step = float(np.sqrt(((thumb - self._last) ** 2).mean()))
+            recent = np.median(self._steps[-50:]) if self._steps else 0.0
+            cut = step > max(SCENE_CUT, 6 * recent)
+            self._steps.append(step)
+        self._last = thumb
+        self.scene.append((self.scene[-1] if self.scene else 0) + cut)
+        return cut
+
+
+def check_face(lm: np.ndarray, tracked: np.ndarray, several: float) -> None:
+    """Refuse a clip that is not one frontal face, big enough, in nearly every frame."""
+    if not tracked.any():
+        raise ClipError("no_face", "no face was found in the clip; film the person from the front, face in view")
+    if tracked.mean() < MIN_TRACKED:
+        raise ClipError("no_face", f"a face is visible in only {tracked.mean():.0%} of the clip; keep the face "
+                        "in view the whole time")
+    if several >= SECOND_SHARE:
+        raise ClipError("several_faces", "the clip shows more than one face; use a clip of one person alone")
+    height = float(np.median(np.linalg.norm(lm[:, 152] - lm[:, 10], axis=-1)))
+    if height < MIN_FACE_PX:
+        raise ClipError("face_too_small", f"the face is only {height:.0f} pixels tall; film closer (at least "
+                        f"{MIN_FACE_PX} pixels from forehead to chin)")
+    turned = float(np.median(np.abs(turn(lm))))
+    if turned > MAX_TURN:
+        raise ClipError("face_turned", "the face is turned away from the camera; film the person from the front")
+
+
+def framing(lm: np.ndarray, info: ClipInfo) -> tuple[int, int, int]:
+    """The square (x0, y0, side) in source pixels that holds head and shoulders over the clip."""
+    height = float(np.median(np.linalg.norm(lm[:, 152] - lm[:, 10], axis=-1)))
+    side = int(min(FRAMING * height, info.width, info.height))
+    centre = np.median((lm.min(1) + lm.max(1)) / 2, axis=0)
+    x0 = int(np.clip(round(centre[0] - side / 2), 0, info.width - side))
+    y0 = int(np.clip(round(centre[1] - side * 0.45), 0, info.height - side))
+    return x0, y0, side
+
+
+def cut(path: Path, crop: tuple[int, int, int], size: int, info: ClipInfo,
+        progress: Callable[[float], None]) -> list[bytes]:
+    """Every frame cut to the crop, as JPEG."""
+    x0, y0, side = crop
+    out = []
+    for i, rgb in enumerate(frames(path, lambda f: cv2.resize(f[y0:y0 + side, x0:x0 + side], (size, size),
+                                                               interpolation=cv2.INTER_AREA if side > size
+                                                               else cv2.INTER_CUBIC))):
+        out.append(encode_jpeg(rgb))
+        if i % 25 == 0:
+            progress(min(1.0, i / max(info.frames, 1)))
+    return out

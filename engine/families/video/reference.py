@@ -1,0 +1,63 @@
+"""A prepared video avatar: the clip's frames in its own framing, and what was learnt of them.
+
+Stored as one `<id>.clip.npz`: the frames as JPEG (a minute at 512x512 is about 50 MB,
+not the 1.2 GB of raw pixels), per-frame face landmarks and rig coefficients, and the
+walk's jump table. Everything a worker needs to render, nothing it must compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+SUFFIX = ".clip.npz"
+
+
+@dataclass(frozen=True)
+class VideoReference:
+    jpegs: list[bytes]        # frame t of the 25 fps timeline, size x size, JPEG
+    landmarks: np.ndarray     # (T, 468, 2) float32, output pixels; every frame has a face
+    coeffs: np.ndarray        # (T, motion.DIM) float32: the rig fitted to each frame
+    tracked: np.ndarray       # (T,) bool: the tracker saw the face (else its landmarks are a neighbour's)
+    scene: np.ndarray         # (T,) int32: which shot of an edited clip each frame is in
+    jump_to: np.ndarray       # (T, K) int32: frames that frame t may jump to, best first
+    jump_cost: np.ndarray     # (T, K) float32: how far (pixels) each jump moves the head
+    crop: np.ndarray          # (5,) int: x0, y0, side in the source, then its width, height
+
+    @property
+    def frames(self) -> int:
+        return len(self.jpegs)
+
+    @property
+    def size(self) -> int:
+        return int(self.decode(0).shape[0])
+
+    def decode(self, t: int) -> np.ndarray:
+        """Frame t as RGB uint8."""
+        bgr = cv2.imdecode(np.frombuffer(self.jpegs[t], np.uint8), cv2.IMREAD_COLOR)
+        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+    def save(self, path: Path) -> None:
+        """Written under a temporary name and moved: a reader never sees half a file."""
+        lengths = np.array([len(j) for j in self.jpegs], np.int64)
+        partial = path.with_name(path.name + ".part.npz")
+        np.savez(partial, jpeg=np.frombuffer(b"".join(self.jpegs), np.uint8), lengths=lengths,
+                 landmarks=self.landmarks, coeffs=self.coeffs, tracked=self.tracked, scene=self.scene, jump_to=self.jump_to, jump_cost=self.jump_cost,
+                 crop=self.crop)
+        partial.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> VideoReference:
+        with np.load(path) as d:
+            blob, ends = d["jpeg"].tobytes(), np.cumsum(d["lengths"])
+            jpegs = [blob[a:b] for a, b in zip(np.concatenate([[0], ends[:-1]]), ends)]
+            return cls(jpegs, d["landmarks"], d["coeffs"], d["tracked"], d["scene"], d["jump_to"], d["jump_cost"], d["crop"])
+
+
+def encode_jpeg(rgb: np.ndarray, quality: int = 92) -> bytes:
+    ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return data.tobytes()

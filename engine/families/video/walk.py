@@ -1,0 +1,118 @@
+"""The idle walk: a path through the clip's own frames that never visibly loops or jumps.
+
+The clip plays on frame by frame; every few seconds, and always before it runs out, the
+walk moves to another moment whose head pose and eyes match the current one (the jump
+table, built once when the avatar is prepared) and cross-fades into it over FADE frames,
+both moments playing on meanwhile. Which moment, and when, is drawn from the session's
+seed, so no two stretches repeat in step. The state is four integers and a generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.config import FPS
+from engine.core import motion
+from engine.families.portrait.rig_fit import STABLE
+
+FADE = 8  # frames of cross-fade across a move
+MIN_GAP = 2 * FPS  # a move goes at least this far along the clip (a shorter one reads as a stutter)
+WAIT_S = (3.0, 9.0)  # seconds between wished-for moves
+CANDIDATES = 4
+BLINK_PX = 12.0  # a jump between open and shut eyes costs as much as this many pixels of head travel
+SCENE_PX = 1000.0  # a move into another shot costs this much: taken only when nothing else is left
+ROWS = 512  # distance rows computed at a time: a 5-minute clip's full matrix would be 225 MB
+
+
+def pose_features(landmarks: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
+    """Per frame: the points the mouth does not move, in pixels, and the eyelids."""
+    points = landmarks[:, STABLE].reshape(len(landmarks), -1) / np.sqrt(len(STABLE))
+    blink = coeffs[:, [motion.INDEX["blink_l"], motion.INDEX["blink_r"]]] * BLINK_PX / np.sqrt(2)
+    return np.hstack([points, blink]).astype(np.float32)
+
+
+def jump_table(landmarks: np.ndarray, coeffs: np.ndarray, scene: np.ndarray,
+               k: int = CANDIDATES) -> tuple[np.ndarray, np.ndarray]:
+    """For every frame, the k frames it may move to, best first, and the cost of each (the
+    RMS head-point distance, averaged over the start and the end of the fade)."""
+    feat = pose_features(landmarks, coeffs)
+    n = len(feat)
+    last = n - FADE - 1  # a move must leave room to fade in
+    sq = (feat**2).sum(1)
+    to, cost = np.zeros((n, k), np.int32), np.full((n, k), np.inf, np.float32)
+    idx = np.arange(n)
+    for lo in range(0, n, ROWS):
+        rows = idx[lo: lo + ROWS]
+        ends = np.minimum(rows + FADE, n - 1)
+        d = _dist(feat[rows], sq[rows], feat, sq)
+        d_end = _dist(feat[ends], sq[ends], feat[np.minimum(idx + FADE, n - 1)], sq[np.minimum(idx + FADE, n - 1)])
+        d = (d + d_end) / 2 + SCENE_PX * (scene[rows][:, None] != scene[None])
+        # never a short hop, never to where the clip ends before the next move could be made
+        d[np.abs(rows[:, None] - idx[None]) < MIN_GAP] = np.inf
+        d[:, max(1, last - MIN_GAP):] = np.inf
+        best = np.argsort(d, axis=1)[:, :k]
+        to[rows], cost[rows] = best, np.take_along_axis(d, best, 1)
+    return to, cost
+
+
+def _dist(a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.maximum(sa[:, None] + sb[None] - 2 * a @ b.T, 0))
+
+
+def smooth_threshold(landmarks: np.ndarray) -> float:
+    """The largest move cost that reads as no jump: twice the head's median travel per frame."""
+    step = np.sqrt(((np.diff(landmarks[:, STABLE], axis=0)) ** 2).sum(-1).mean(-1))
+    return float(max(1.0, 2 * np.median(step)))
+
+
+@dataclass
+class WalkState:
+    pos: int
+    fade_from: int  # the moment faded out of (-1: no fade)
+    fade_left: int
+    wait: int  # frames until a move is wished for
+    rng: np.random.Generator
+
+
+class ClipWalk:
+    """Advances a WalkState one output frame at a time."""
+
+    def __init__(self, jump_to: np.ndarray, jump_cost: np.ndarray, threshold: float):
+        self.to, self.cost, self.threshold = jump_to, jump_cost, threshold
+        self.frames = len(jump_to)
+        self.last = self.frames - FADE - 1
+
+    def new_state(self, seed: int) -> WalkState:
+        rng = np.random.default_rng(seed)
+        start = int(rng.integers(0, max(1, self.last - MIN_GAP)))
+        return WalkState(start, -1, 0, self._wait(rng), rng)
+
+    def _wait(self, rng: np.random.Generator) -> int:
+        return int(rng.uniform(*WAIT_S) * FPS)
+
+    def step(self, s: WalkState) -> tuple[int, int, float]:
+        """The next output frame: (frame, frame faded from or -1, weight of `frame`)."""
+        s.pos += 1
+        s.wait -= 1
+        if s.fade_left > 0:
+            s.fade_from += 1
+            s.fade_left -= 1
+        elif self._should_move(s):
+            self._move(s)
+        if s.fade_left == 0:
+            return s.pos, -1, 1.0
+        return s.pos, s.fade_from, 1 - s.fade_left / (FADE + 1)
+
+    def _should_move(self, s: WalkState) -> bool:
+        if s.pos >= self.last:
+            return True
+        # Near the end a move is taken more readily, so the forced one is rarely needed.
+        urgency = max(0.0, 1 - (self.last - s.pos) / (3 * FPS))
+        return (s.wait <= 0 or urgency > 0) and self.cost[s.pos, 0] <= self.threshold * (1 + 2 * urgency)
+
+    def _move(self, s: WalkState) -> None:
+        good = np.flatnonzero(self.cost[s.pos] <= max(self.threshold, self.cost[s.pos, 0]))
+        target = int(self.to[s.pos, s.rng.choice(good)]) if len(good) else int(self.to[s.pos, 0])
+        s.fade_from, s.pos, s.fade_left, s.wait = s.pos, target, FADE, self._wait(s.rng)

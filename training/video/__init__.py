@@ -1,0 +1,1 @@
+"""Video avatars: building evaluation clips and measuring re-enactment against real footage."""
