@@ -50,8 +50,13 @@ JAW = motion.INDEX["jaw_open"]
 PARTING = [JAW, motion.INDEX["upper_lip"]]
 LOWER = motion.INDEX["lower_lip"]
 SHUT = 0.1  # jaw_open at or below which the lips are shut
-LIMITS = {"jaw_open": (0, 1), "lip_round": (0, 1), "upper_lip": (0, 1), "blink_l": (0, 1), "blink_r": (0, 1)}
-
+# Every value is held to its range (engine/core/motion.py). The window is fed back as the
+# next chunk's context, so a value let out of range is never pulled back: unbounded, the
+# breath channel walked to -7.6 within 20 s of varied speech, and the mouth the model made
+# beside it lost two thirds of its opening (training/video/reenact.py found it).
+LIMITS = {"jaw_open": (0, 1), "lip_width": (-1, 1), "lip_round": (0, 1), "upper_lip": (0, 1),
+          "lower_lip": (-1, 1), "smile": (-1, 1), "blink_l": (0, 1), "blink_r": (0, 1), "brow": (-1, 1),
+          "head_yaw": (-0.5, 0.5), "head_pitch": (-0.5, 0.5), "head_roll": (-0.5, 0.5), "breath": (-1, 1)}
 
 
 @dataclass

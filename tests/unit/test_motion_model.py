@@ -223,3 +223,20 @@ def test_the_engine_shuts_the_lips_for_the_m_of_real_speech(jfk_pcm48):
     assert np.mean(opened) >= 0.8
     alone = run_motion("dit", pcm, closure=None)[0][:, motion.INDEX["jaw_open"]]
     assert np.corrcoef(jaw, alone)[0, 1] > 0.9, "the detector shuts the lips, it does not redraw the mouth"
+
+
+def test_a_long_stream_of_varied_speech_keeps_the_mouth_and_every_value_in_range():
+    """16 different real GRID utterances back to back (48 s, one stream): every coefficient
+    stays in its range, and the mouth opens as much at the end as at the start (the rolling
+    window once let `breath` walk to -7.6 and the mouth lost two thirds of its opening)."""
+    from training.motion.evaluate import run_motion
+    from training.motion.real_faces import REAL_TALKING, read_clip
+
+    clips = sorted((REAL_TALKING / "grid-s1").glob("*.mp4"))[-16:]
+    pcm = np.concatenate([read_clip(p)[1] for p in clips])
+    coeffs = run_motion("dit", pcm)[0]
+    assert np.abs(coeffs[:, motion.INDEX["breath"]]).max() <= 1
+    assert np.abs(coeffs[:, [motion.INDEX[k] for k in ("head_yaw", "head_pitch", "head_roll")]]).max() <= 0.5
+    quarter = len(coeffs) // 4
+    jaw = coeffs[:, motion.INDEX["jaw_open"]]
+    assert jaw[-quarter:].std() >= 0.7 * jaw[:quarter].std()

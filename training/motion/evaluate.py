@@ -35,10 +35,10 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from engine.batch.runner import motion_track  # noqa: E402
 from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E402
 from engine.core import motion  # noqa: E402
 from engine.core.pipeline import Pipeline, motion_stages  # noqa: E402
-from engine.core.stage import AudioChunk  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
 from engine.stages.motion import SHUT  # noqa: E402
@@ -59,23 +59,12 @@ def streamed_frames(pcm: np.ndarray) -> int:
 
 def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 0,
                closure: Path | None = CLOSURE_WEIGHTS) -> tuple[np.ndarray, float]:
-    """(frames, DIM) motion of a whole recording, streamed in two-frame chunks; and CPU seconds taken.
-
-    A model with lookahead makes frame t's motion when the audio of t + lookahead has
-    arrived: the stream gets that much trailing silence, and the first outputs (frames
-    before the recording) are dropped, so row t is frame t's motion, as a viewer sees it.
-    """
-    pipeline = Pipeline(motion_stages(kind, weights, closure))
-    state = pipeline.new_state(seed)
-    delay = motion_delay_frames(kind, weights)
-    frames = streamed_frames(pcm)
-    tail = -(-delay // CHUNK) * CHUNK  # whole chunks of silence that flush the last `delay` frames
-    padded = np.concatenate([pcm[: frames * SAMPLES_PER_FRAME], np.zeros(tail * SAMPLES_PER_FRAME, pcm.dtype)])
-    out, started = [], time.process_time()
-    for first in range(0, frames + delay, CHUNK):
-        audio = AudioChunk(first, CHUNK, padded[first * SAMPLES_PER_FRAME:(first + CHUNK) * SAMPLES_PER_FRAME])
-        out.append(pipeline.render(audio, state).coeffs)
-    return np.concatenate(out)[delay: delay + frames], time.process_time() - started
+    """(frames, DIM) motion of a whole recording as a live session streams it
+    (engine.batch.runner.motion_track), and the CPU seconds it took."""
+    started = time.process_time()
+    track = motion_track(Pipeline(motion_stages(kind, weights, closure)), pcm, motion_delay_frames(kind, weights),
+                         seed, CHUNK)
+    return track, time.process_time() - started
 
 
 def loudness_db(pcm: np.ndarray, frames: int) -> np.ndarray:

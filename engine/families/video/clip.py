@@ -95,3 +95,31 @@ def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = No
                     tick += 1
     except av.error.FFmpegError as exc:
         raise ClipError("unreadable", f"the video could not be decoded ({_reason(exc)})") from None
+
+
+def sound(path: Path) -> np.ndarray | None:
+    """The clip's sound as 48 kHz mono int16 from its first video frame on; None without any."""
+    import av
+
+    from engine.config import SAMPLE_RATE
+
+    with av.open(str(path)) as container:
+        if not container.streams.audio or not container.streams.video:
+            return None
+        audio, video = container.streams.audio[0], container.streams.video[0]
+        video_start = float(video.start_time * video.time_base) if video.start_time is not None else 0.0
+        resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
+        blocks, audio_start = [], None
+        try:
+            for frame in container.decode(audio):
+                if audio_start is None and frame.pts is not None:
+                    audio_start = float(frame.pts * audio.time_base)
+                blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
+            blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
+        except av.error.FFmpegError:
+            return None  # the picture is what the avatar needs; a broken sound track only loses adaptation
+    if not blocks:
+        return None
+    pcm = np.concatenate(blocks).astype(np.int16)
+    offset = int(round(((audio_start or video_start) - video_start) * SAMPLE_RATE))
+    return np.concatenate([np.zeros(offset, np.int16), pcm]) if offset > 0 else pcm[-offset:]

@@ -18,11 +18,12 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.rig_fit import fill_gaps, fit_clip
-from engine.families.video.clip import ClipError, ClipInfo, frames, probe
+from engine.families.video.adapt import mouth_map
+from engine.families.video.clip import ClipError, ClipInfo, frames, probe, sound
 from engine.families.video.mouth import turn
 from engine.families.video.reference import SUFFIX, VideoReference, encode_jpeg
 from engine.families.video.tracking import POINTS, FaceCounter, FaceTracker
-from engine.families.video.walk import jump_table
+from engine.families.video.walk import jump_table, segments
 
 ANALYSIS_WIDTH = 640
 MIN_TRACKED = 0.9  # share of frames that must show the face
@@ -63,10 +64,13 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
     out_lm = ((landmarks[:n] - (x0, y0)) * (size / side)).astype(np.float32)
     report(0.92, "fitting the face")
     coeffs = fit_clip(out_lm)
-    jump_to, jump_cost = jump_table(out_lm, coeffs, scene[:n])
+    segment = segments(out_lm, scene[:n])
+    jump_to, jump_cost = jump_table(out_lm, coeffs, scene[:n], segment)
+    report(0.95, "learning the mouth")
+    mapping = mouth_map(sound(path), coeffs)
     folder.mkdir(parents=True, exist_ok=True)
-    VideoReference(jpegs[:n], out_lm, coeffs, tracked[:n], scene[:n], jump_to, jump_cost,
-                   np.array([x0, y0, side, info.width, info.height])).save(target)
+    VideoReference(jpegs[:n], out_lm, coeffs, tracked[:n], scene[:n], segment, jump_to, jump_cost,
+                   np.array([x0, y0, side, info.width, info.height]), mapping).save(target)
     report(1.0, "ready")
     return avatar_id
 

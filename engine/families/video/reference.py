@@ -7,7 +7,7 @@ walk's jump table. Everything a worker needs to render, nothing it must compute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import cv2
@@ -23,9 +23,12 @@ class VideoReference:
     coeffs: np.ndarray        # (T, motion.DIM) float32: the rig fitted to each frame
     tracked: np.ndarray       # (T,) bool: the tracker saw the face (else its landmarks are a neighbour's)
     scene: np.ndarray         # (T,) int32: which shot of an edited clip each frame is in
+    segment: np.ndarray       # (T,) int32: stretches without a cut or a leap of the head (walk.segments)
     jump_to: np.ndarray       # (T, K) int32: frames that frame t may jump to, best first
     jump_cost: np.ndarray     # (T, K) float32: how far (pixels) each jump moves the head
     crop: np.ndarray          # (5,) int: x0, y0, side in the source, then its width, height
+    mouth_map: np.ndarray     # (2, K, Q): quantiles of the motion model's mouth keys on the clip's own
+    # sound, and of the person's fitted ones (adapt.py); the model's output goes through it
 
     @property
     def frames(self) -> int:
@@ -43,10 +46,9 @@ class VideoReference:
     def save(self, path: Path) -> None:
         """Written under a temporary name and moved: a reader never sees half a file."""
         lengths = np.array([len(j) for j in self.jpegs], np.int64)
+        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "jpegs"}
         partial = path.with_name(path.name + ".part.npz")
-        np.savez(partial, jpeg=np.frombuffer(b"".join(self.jpegs), np.uint8), lengths=lengths,
-                 landmarks=self.landmarks, coeffs=self.coeffs, tracked=self.tracked, scene=self.scene, jump_to=self.jump_to, jump_cost=self.jump_cost,
-                 crop=self.crop)
+        np.savez(partial, jpeg=np.frombuffer(b"".join(self.jpegs), np.uint8), lengths=lengths, **arrays)
         partial.replace(path)
 
     @classmethod
@@ -54,7 +56,7 @@ class VideoReference:
         with np.load(path) as d:
             blob, ends = d["jpeg"].tobytes(), np.cumsum(d["lengths"])
             jpegs = [blob[a:b] for a, b in zip(np.concatenate([[0], ends[:-1]]), ends)]
-            return cls(jpegs, d["landmarks"], d["coeffs"], d["tracked"], d["scene"], d["jump_to"], d["jump_cost"], d["crop"])
+            return cls(jpegs, **{f.name: d[f.name] for f in fields(cls) if f.name != "jpegs"})
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int = 92) -> bytes:

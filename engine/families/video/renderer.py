@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from engine.families.video import adapt
 from engine.families.video.mouth import MouthBank, MouthChoice
 from engine.families.video.reference import VideoReference
 from engine.families.video.walk import ClipWalk, WalkState, smooth_threshold
@@ -35,7 +36,8 @@ class VideoRenderer:
         self.ref = reference
         self.size = reference.size
         self.bank = MouthBank(reference.landmarks, reference.coeffs, reference.tracked, reference.scene)
-        self.walk = ClipWalk(reference.jump_to, reference.jump_cost, smooth_threshold(reference.landmarks))
+        self.walk = ClipWalk(reference.jump_to, reference.jump_cost, reference.segment,
+                             smooth_threshold(reference.landmarks))
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
 
     def new_state(self, seed: int) -> VideoState:
@@ -44,6 +46,7 @@ class VideoRenderer:
     def render(self, coeffs: np.ndarray, state: VideoState) -> np.ndarray:
         """One RGB frame for a motion vector; advances the session's walk by a frame."""
         pos, faded, weight = self.walk.step(state.walk)
+        coeffs = adapt.apply(self.ref.mouth_map, coeffs)
         frame = self._mouthed(pos, coeffs, state.mouth)
         if faded >= 0:
             other = self._mouthed(faded, coeffs, state.faded)

@@ -1,9 +1,10 @@
 """The idle walk: a path through the clip's own frames that never visibly loops or jumps.
 
-The clip plays on frame by frame; every few seconds, and always before it runs out, the
-walk moves to another moment whose head pose and eyes match the current one (the jump
-table, built once when the avatar is prepared) and cross-fades into it over FADE frames,
-both moments playing on meanwhile. Which moment, and when, is drawn from the session's
+The clip plays on frame by frame; every few seconds, and always before its segment ends
+(the clip's end, a shot cut, or a leap where two takes were joined), the walk moves to
+another moment whose head pose and eyes match the current one (the jump table, built
+once when the avatar is prepared) and cross-fades into it over FADE frames, both
+moments playing on meanwhile. Which moment, and when, is drawn from the session's
 seed, so no two stretches repeat in step. The state is four integers and a generator.
 """
 
@@ -23,6 +24,8 @@ WAIT_S = (3.0, 9.0)  # seconds between wished-for moves
 CANDIDATES = 4
 BLINK_PX = 12.0  # a jump between open and shut eyes costs as much as this many pixels of head travel
 SCENE_PX = 1000.0  # a move into another shot costs this much: taken only when nothing else is left
+MIN_RUN = FPS  # frames a landing place plays on before the next move could be forced
+BREAK_PX, BREAK_STEPS = 3.0, 7.0  # a head move over both this many pixels and times the median is a leap
 ROWS = 512  # distance rows computed at a time: a 5-minute clip's full matrix would be 225 MB
 
 
@@ -33,25 +36,42 @@ def pose_features(landmarks: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
     return np.hstack([points, blink]).astype(np.float32)
 
 
-def jump_table(landmarks: np.ndarray, coeffs: np.ndarray, scene: np.ndarray,
+def segment_ends(segment: np.ndarray) -> np.ndarray:
+    """For every frame, the last frame of its segment (a stretch the walk may play through)."""
+    change = np.flatnonzero(np.diff(segment))
+    ends = np.append(change, len(segment) - 1)
+    return ends[np.searchsorted(ends, np.arange(len(segment)))]
+
+
+def segments(landmarks: np.ndarray, scene: np.ndarray) -> np.ndarray:
+    """Segment ids: a new one at every shot cut and wherever the head leaps between two
+    frames (takes joined into one upload): the walk never plays across either."""
+    step = np.sqrt((np.diff(landmarks[:, STABLE], axis=0) ** 2).sum(-1)).mean(-1)
+    leap = step > max(BREAK_PX, BREAK_STEPS * float(np.median(step)) if len(step) else BREAK_PX)
+    return np.concatenate([[0], np.cumsum(leap | (np.diff(scene) != 0))]).astype(np.int32)
+
+
+def jump_table(landmarks: np.ndarray, coeffs: np.ndarray, scene: np.ndarray, segment: np.ndarray,
                k: int = CANDIDATES) -> tuple[np.ndarray, np.ndarray]:
     """For every frame, the k frames it may move to, best first, and the cost of each (the
     RMS head-point distance, averaged over the start and the end of the fade)."""
     feat = pose_features(landmarks, coeffs)
     n = len(feat)
-    last = n - FADE - 1  # a move must leave room to fade in
+    ends = segment_ends(segment)
     sq = (feat**2).sum(1)
     to, cost = np.zeros((n, k), np.int32), np.full((n, k), np.inf, np.float32)
     idx = np.arange(n)
+    fade_end = np.minimum(idx + FADE, ends)  # where each side of a fade has got to when it ends
+    # a landing place must leave its segment room to fade in and then play a while
+    unusable = ends - idx < FADE + MIN_RUN
     for lo in range(0, n, ROWS):
         rows = idx[lo: lo + ROWS]
-        ends = np.minimum(rows + FADE, n - 1)
         d = _dist(feat[rows], sq[rows], feat, sq)
-        d_end = _dist(feat[ends], sq[ends], feat[np.minimum(idx + FADE, n - 1)], sq[np.minimum(idx + FADE, n - 1)])
+        d_end = _dist(feat[fade_end[rows]], sq[fade_end[rows]], feat[fade_end], sq[fade_end])
         d = (d + d_end) / 2 + SCENE_PX * (scene[rows][:, None] != scene[None])
-        # never a short hop, never to where the clip ends before the next move could be made
-        d[np.abs(rows[:, None] - idx[None]) < MIN_GAP] = np.inf
-        d[:, max(1, last - MIN_GAP):] = np.inf
+        same = segment[rows][:, None] == segment[None]
+        d[same & (np.abs(rows[:, None] - idx[None]) < MIN_GAP)] = np.inf  # never a short hop
+        d[:, unusable] = np.inf
         best = np.argsort(d, axis=1)[:, :k]
         to[rows], cost[rows] = best, np.take_along_axis(d, best, 1)
     return to, cost
@@ -79,14 +99,14 @@ class WalkState:
 class ClipWalk:
     """Advances a WalkState one output frame at a time."""
 
-    def __init__(self, jump_to: np.ndarray, jump_cost: np.ndarray, threshold: float):
+    def __init__(self, jump_to: np.ndarray, jump_cost: np.ndarray, segment: np.ndarray, threshold: float):
         self.to, self.cost, self.threshold = jump_to, jump_cost, threshold
-        self.frames = len(jump_to)
-        self.last = self.frames - FADE - 1
+        self.last = segment_ends(segment) - FADE  # the latest frame each segment may be left from
 
     def new_state(self, seed: int) -> WalkState:
         rng = np.random.default_rng(seed)
-        start = int(rng.integers(0, max(1, self.last - MIN_GAP)))
+        room = np.flatnonzero(self.last - np.arange(len(self.last)) >= MIN_RUN)
+        start = int(rng.choice(room)) if len(room) else 0
         return WalkState(start, -1, 0, self._wait(rng), rng)
 
     def _wait(self, rng: np.random.Generator) -> int:
@@ -106,10 +126,11 @@ class ClipWalk:
         return s.pos, s.fade_from, 1 - s.fade_left / (FADE + 1)
 
     def _should_move(self, s: WalkState) -> bool:
-        if s.pos >= self.last:
+        left = self.last[s.pos] - s.pos
+        if left <= 0:
             return True
-        # Near the end a move is taken more readily, so the forced one is rarely needed.
-        urgency = max(0.0, 1 - (self.last - s.pos) / (3 * FPS))
+        # Near a segment's end a move is taken more readily, so the forced one is rarely needed.
+        urgency = max(0.0, 1 - left / (3 * FPS))
         return (s.wait <= 0 or urgency > 0) and self.cost[s.pos, 0] <= self.threshold * (1 + 2 * urgency)
 
     def _move(self, s: WalkState) -> None:

@@ -1,0 +1,164 @@
+"""Re-enactment: a video avatar driven by the person's own held-out speech, against the real footage of it.
+
+    python -m training.video.reenact [--out .cache/video] [--sheets .cache/sheets]
+
+Per case an avatar is prepared from some clips of one person (joined into one upload,
+as a user would film a longer take) and driven, as one live session is (two-frame
+chunks through the MotionDiT and the lip-closure detector), by the sound of clips it
+never saw, followed by silence so the idle walk is measured too. mediapipe tracks the
+rendered frames and the real footage of the same clips, cut to the avatar's own framing:
+- corr: Pearson correlation of the mouth openings per held-out clip, mean over clips
+  (the source's audio/video offset is taken out first, as in the lip-sync evaluation);
+- amplitude: median over clips of std(ours) / std(real);
+- face_found: share of rendered frames in which mediapipe finds the face;
+- sharpness: mean variance of the Laplacian of the mouth region, ours over real's;
+- head_jump: the largest frame-to-frame move of the head points in our frames, against
+  the 99th percentile of the real footage's (both in output pixels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from engine.families.portrait.rig_fit import STABLE, mouth_opening
+from engine.families.video.prepare import prepare_clip
+from engine.families.video.reference import SUFFIX, VideoReference
+from engine.families.video.renderer import VideoRenderer
+from engine.families.video.tracking import track_landmarks
+from training.motion.evaluate import run_motion
+from training.motion.real_data import av_offset, shifted
+from training.motion.real_faces import REAL_TALKING, read_clip
+
+from .clips import join_clips
+
+SILENCE_S = 20.0
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    source: str
+    avatar: list[Path]
+    driven: list[Path]
+
+
+def cases(root: Path = REAL_TALKING) -> list[Case]:
+    grid = sorted((root / "grid-s1").glob("*.mp4"))
+    wh = root / "obama-weekly-address"
+    crema = sorted((root / "crema-d").glob("*.flv"))
+    return [
+        Case("obama", "obama", [wh / f"sentence_{i}.mp4" for i in (1, 2, 3, 4)], [wh / "sentence_6.mp4"]),
+        Case("grid-s1", "grid-s1", grid[:20], grid[-20:]),
+        Case("crema-d", "crema-d", [p for p in crema if "_SAD_" not in p.name],
+             [p for p in crema if "_SAD_" in p.name]),
+    ]
+
+
+def mouth_sharpness(frames: list[np.ndarray], landmarks: np.ndarray) -> float:
+    """Mean variance of the Laplacian over each frame's mouth box (lips and a margin)."""
+    out = []
+    for rgb, lm in zip(frames, landmarks):
+        if not np.isfinite(lm[0, 0]):
+            continue
+        lips = lm[[61, 291, 0, 17]]
+        margin = 0.3 * np.linalg.norm(lips[1] - lips[0])
+        x0, y0 = np.maximum(0, lips.min(0) - margin).astype(int)
+        x1, y1 = (lips.max(0) + margin).astype(int)
+        grey = cv2.cvtColor(rgb[y0:y1, x0:x1], cv2.COLOR_RGB2GRAY)
+        if grey.size:
+            out.append(float(cv2.Laplacian(grey, cv2.CV_64F).var()))
+    return float(np.mean(out)) if out else 0.0
+
+
+def head_steps(landmarks: np.ndarray) -> np.ndarray:
+    """Per frame pair, the mean move of the head points (pixels), where both frames have a face."""
+    pts = landmarks[:, STABLE]
+    step = np.linalg.norm(np.diff(pts, axis=0), axis=-1).mean(-1)
+    return step[np.isfinite(step)]
+
+
+def cropped(frames: list[np.ndarray], crop: np.ndarray, size: int) -> list[np.ndarray]:
+    x0, y0, side = (int(v) for v in crop[:3])
+    return [cv2.resize(f[y0:y0 + side, x0:x0 + side], (size, size), interpolation=cv2.INTER_AREA
+                       if side > size else cv2.INTER_CUBIC) for f in frames]
+
+
+def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
+    upload = out / f"{case.name}-avatar.mp4"
+    _, source_pcm = join_clips(case.avatar, upload)
+    avatar_id = prepare_clip(upload, out / "avatars")
+    ref = VideoReference.load(out / "avatars" / f"{avatar_id}{SUFFIX}")
+    offset = av_offset([("avatar", ref.landmarks, source_pcm)])
+    real = [read_clip(p) for p in case.driven]
+    # one session: every held-out clip's sound in turn, then silence
+    pcm = np.concatenate([shifted(p, offset) for _, p in real] + [np.zeros(int(SILENCE_S * 48_000), np.int16)])
+    coeffs, _ = run_motion("dit", pcm)
+    renderer, state = VideoRenderer(ref), None
+    state = renderer.new_state(0)
+    ours, chosen = [], []
+    for c in coeffs:
+        ours.append(renderer.render(c, state))
+        chosen.append((state.mouth.last, state.walk.pos))
+    from engine.families.video import adapt
+    op_ref = mouth_opening(ref.landmarks)
+    ours_lm = track_landmarks(ours)
+    corr, ratio, sharp_ours, sharp_real, real_steps = [], [], [], [], []
+    start = 0
+    for frames, _ in real:
+        n = min(len(frames), len(coeffs) - start)
+        real_frames = cropped(frames[:n], ref.crop, ref.size)
+        real_lm = track_landmarks(real_frames)
+        a = mouth_opening(np.nan_to_num(ours_lm[start:start + n]))
+        b = mouth_opening(np.nan_to_num(real_lm))
+        corr.append(float(np.corrcoef(a, b)[0, 1]) if a.std() > 1e-6 else 0.0)
+        ratio.append(float(a.std() / max(b.std(), 1e-6)))
+        ch = np.array(chosen[start:start + n])
+        mapped = np.array([adapt.apply(ref.mouth_map, c)[0] for c in coeffs[start:start + n]])
+        print("DEBUG", round(a.std(), 4), round(b.std(), 4), round(corr[-1], 3), "jaw", coeffs[start:start+n, 0].std().round(3), mapped.std().round(3), "src", op_ref[ch[:, 0]].std().round(3), "base", ch[:3, 1], ch[:3,0])
+        sharp_ours.append(mouth_sharpness(ours[start:start + n], ours_lm[start:start + n]))
+        sharp_real.append(mouth_sharpness(real_frames, real_lm))
+        real_steps.append(head_steps(real_lm))
+        start += n
+    real_p99 = float(np.percentile(np.concatenate(real_steps + [head_steps(ref.landmarks)]), 99))
+    steps = head_steps(ours_lm)
+    result = {"case": case.name, "avatar_seconds": round(ref.frames / 25, 1), "driven_clips": len(real),
+              "av_offset_frames": offset, "corr": round(float(np.mean(corr)), 3),
+              "amplitude": round(float(np.median(ratio)), 3),
+              "face_found": round(float(np.isfinite(ours_lm[:, 0, 0]).mean()), 4),
+              "sharpness_ratio": round(float(np.mean(sharp_ours) / max(np.mean(sharp_real), 1e-6)), 3),
+              "head_jump_max_px": round(float(steps.max()), 2), "real_head_step_p99_px": round(real_p99, 2),
+              "head_jump_ratio": round(float(steps.max() / max(real_p99, 1e-6)), 2)}
+    log(json.dumps(result))
+    if sheets is not None:
+        contact_sheet(ours[: start], sheets / f"video-{case.name}.png")
+    return result
+
+
+def contact_sheet(frames: list[np.ndarray], path: Path, tiles: int = 16) -> None:
+    """tiles frames spread over the speech, four to a row, at half size."""
+    pick = np.linspace(0, len(frames) - 1, tiles).round().astype(int)
+    small = [cv2.resize(frames[i], None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA) for i in pick]
+    sheet = np.vstack([np.hstack(small[i:i + 4]) for i in range(0, tiles, 4)])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(".cache/video"))
+    parser.add_argument("--sheets", type=Path, default=None)
+    parser.add_argument("--case", action="append", help="run only these cases")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = [run_case(c, args.out, args.sheets) for c in cases() if not args.case or c.name in args.case]
+    print(json.dumps({"cases": results}))
+
+
+if __name__ == "__main__":
+    main()
