@@ -99,14 +99,9 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
     # one session: every held-out clip's sound in turn, then silence
     pcm = np.concatenate([shifted(p, offset) for _, p in real] + [np.zeros(int(SILENCE_S * 48_000), np.int16)])
     coeffs, _ = run_motion("dit", pcm)
-    renderer, state = VideoRenderer(ref), None
+    renderer = VideoRenderer(ref)
     state = renderer.new_state(0)
-    ours, chosen = [], []
-    for c in coeffs:
-        ours.append(renderer.render(c, state))
-        chosen.append((state.mouth.last, state.walk.pos))
-    from engine.families.video import adapt
-    op_ref = mouth_opening(ref.landmarks)
+    ours = [renderer.render(c, state) for c in coeffs]
     ours_lm = track_landmarks(ours)
     corr, ratio, sharp_ours, sharp_real, real_steps = [], [], [], [], []
     start = 0
@@ -118,9 +113,6 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
         b = mouth_opening(np.nan_to_num(real_lm))
         corr.append(float(np.corrcoef(a, b)[0, 1]) if a.std() > 1e-6 else 0.0)
         ratio.append(float(a.std() / max(b.std(), 1e-6)))
-        ch = np.array(chosen[start:start + n])
-        mapped = np.array([adapt.apply(ref.mouth_map, c)[0] for c in coeffs[start:start + n]])
-        print("DEBUG", round(a.std(), 4), round(b.std(), 4), round(corr[-1], 3), "jaw", coeffs[start:start+n, 0].std().round(3), mapped.std().round(3), "src", op_ref[ch[:, 0]].std().round(3), "base", ch[:3, 1], ch[:3,0])
         sharp_ours.append(mouth_sharpness(ours[start:start + n], ours_lm[start:start + n]))
         sharp_real.append(mouth_sharpness(real_frames, real_lm))
         real_steps.append(head_steps(real_lm))

@@ -31,8 +31,7 @@ MIN_FACE_PX = 80  # face height (forehead to chin) in the source
 MAX_TURN = 0.22  # median nose offset from the cheeks' midpoint, in face widths (about 35 degrees)
 SECOND_SHARE = 0.2  # two faces in this share of the checked frames means two people
 COUNT_EVERY = 12  # frames between face counts (the detector costs as much as the mesh)
-THUMB = 16  # thumbnail side, for telling scenes apart
-SCENE_CUT = 20.0  # RMS grey levels between thumbnails of consecutive frames, at least, for a cut
+SCENE_CUT = 0.3  # share of the colour histogram that moves between two frames at a cut
 FRAMING = 2.3  # the crop's side in face heights, as for photos (head and shoulders)
 
 Progress = Callable[[float, str], None]
@@ -105,23 +104,19 @@ def track(path: Path, info: ClipInfo, progress: Callable[[float], None]
 
 
 class SceneCuts:
-    """Numbers the shots of an edited clip: a cut is where the picture changes at once, far
-    more than it has from one frame to the next just before."""
+    """Numbers the shots of an edited clip. A cut is where the picture's colours change at
+    once (histograms: a head that moves or a take joined to the next in the same room
+    barely changes them, a new camera set-up does)."""
 
     def __init__(self) -> None:
         self.scene: list[int] = []
         self._last: np.ndarray | None = None
-        self._steps: list[float] = []
 
     def __call__(self, rgb: np.ndarray) -> bool:
-        thumb = cv2.resize(rgb, (THUMB, THUMB), interpolation=cv2.INTER_AREA).astype(np.float32)
-        cut = False
-        if self._last is not None:
-            step = float(np.sqrt(((thumb - self._last) ** 2).mean()))
-            recent = np.median(self._steps[-50:]) if self._steps else 0.0
-            cut = step > max(SCENE_CUT, 6 * recent)
-            self._steps.append(step)
-        self._last = thumb
+        bins = (rgb[::4, ::4] // 32).reshape(-1, 3).astype(np.int32) @ np.array([64, 8, 1])
+        hist = np.bincount(bins, minlength=512) / len(bins)
+        cut = self._last is not None and 0.5 * float(np.abs(hist - self._last).sum()) > SCENE_CUT
+        self._last = hist
         self.scene.append((self.scene[-1] if self.scene else 0) + cut)
         return cut
 

@@ -36,7 +36,7 @@ class VideoRenderer:
         self.ref = reference
         self.size = reference.size
         self.bank = MouthBank(reference.landmarks, reference.coeffs, reference.tracked, reference.scene)
-        self.walk = ClipWalk(reference.jump_to, reference.jump_cost, reference.segment,
+        self.walk = ClipWalk(reference.jump_to, reference.jump_cost, reference.scene, reference.segment,
                              smooth_threshold(reference.landmarks))
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
 

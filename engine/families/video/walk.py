@@ -21,10 +21,13 @@ from engine.families.portrait.rig_fit import STABLE
 FADE = 8  # frames of cross-fade across a move
 MIN_GAP = 2 * FPS  # a move goes at least this far along the clip (a shorter one reads as a stutter)
 WAIT_S = (3.0, 9.0)  # seconds between wished-for moves
-CANDIDATES = 4
+CANDIDATES = 10
+SPREAD = FPS  # frames between any two candidates of one frame
+REVISIT_PX = 6.0
+RECENT = 8  # moves remembered, so the walk does not land again where it just was
 BLINK_PX = 12.0  # a jump between open and shut eyes costs as much as this many pixels of head travel
 SCENE_PX = 1000.0  # a move into another shot costs this much: taken only when nothing else is left
-MIN_RUN = FPS  # frames a landing place plays on before the next move could be forced
+MIN_RUN = FPS  # a landing place has 2 of these to play before its segment ends; the last one is urgent
 BREAK_PX, BREAK_STEPS = 3.0, 7.0  # a head move over both this many pixels and times the median is a leap
 ROWS = 512  # distance rows computed at a time: a 5-minute clip's full matrix would be 225 MB
 
@@ -62,8 +65,10 @@ def jump_table(landmarks: np.ndarray, coeffs: np.ndarray, scene: np.ndarray, seg
     to, cost = np.zeros((n, k), np.int32), np.full((n, k), np.inf, np.float32)
     idx = np.arange(n)
     fade_end = np.minimum(idx + FADE, ends)  # where each side of a fade has got to when it ends
-    # a landing place must leave its segment room to fade in and then play a while
-    unusable = ends - idx < FADE + MIN_RUN
+    # a landing place must leave its segment room to fade in and then play a while (less
+    # where the takes are all short)
+    room = ends - idx
+    unusable = room < min(FADE + 2 * MIN_RUN, int(room.max()) // 2)
     for lo in range(0, n, ROWS):
         rows = idx[lo: lo + ROWS]
         d = _dist(feat[rows], sq[rows], feat, sq)
@@ -72,9 +77,25 @@ def jump_table(landmarks: np.ndarray, coeffs: np.ndarray, scene: np.ndarray, seg
         same = segment[rows][:, None] == segment[None]
         d[same & (np.abs(rows[:, None] - idx[None]) < MIN_GAP)] = np.inf  # never a short hop
         d[:, unusable] = np.inf
-        best = np.argsort(d, axis=1)[:, :k]
-        to[rows], cost[rows] = best, np.take_along_axis(d, best, 1)
+        for r, row in zip(rows, d):
+            to[r], cost[r] = _spread_best(row, k)
     return to, cost
+
+
+def _spread_best(row: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k cheapest frames of a row, no two within SPREAD of each other: the best few
+    neighbours of one good frame would all lead back to the same second of the clip."""
+    order = np.argsort(row)
+    picked: list[int] = []
+    for j in order[: 64 * k]:
+        if not np.isfinite(row[j]):
+            break
+        if all(abs(int(j) - p) >= SPREAD for p in picked):
+            picked.append(int(j))
+            if len(picked) == k:
+                break
+    picked += [int(order[0])] * (k - len(picked))  # too few: repeat the best (its cost tells)
+    return np.array(picked, np.int32), row[picked].astype(np.float32)
 
 
 def _dist(a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> np.ndarray:
@@ -82,9 +103,10 @@ def _dist(a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> np.nd
 
 
 def smooth_threshold(landmarks: np.ndarray) -> float:
-    """The largest move cost that reads as no jump: twice the head's median travel per frame."""
+    """The largest move cost that reads as no jump: three times the head's median travel per
+    frame, and at least 2 pixels (spread over the FADE frames of a move, a quarter pixel each)."""
     step = np.sqrt(((np.diff(landmarks[:, STABLE], axis=0)) ** 2).sum(-1).mean(-1))
-    return float(max(1.0, 2 * np.median(step)))
+    return float(max(2.0, 3 * np.median(step)))
 
 
 @dataclass
@@ -94,20 +116,24 @@ class WalkState:
     fade_left: int
     wait: int  # frames until a move is wished for
     rng: np.random.Generator
+    recent: np.ndarray  # (RECENT,) the last moves' landing frames (-inf: none yet)
 
 
 class ClipWalk:
     """Advances a WalkState one output frame at a time."""
 
-    def __init__(self, jump_to: np.ndarray, jump_cost: np.ndarray, segment: np.ndarray, threshold: float):
+    def __init__(self, jump_to: np.ndarray, jump_cost: np.ndarray, scene: np.ndarray, segment: np.ndarray,
+                 threshold: float):
         self.to, self.cost, self.threshold = jump_to, jump_cost, threshold
         self.last = segment_ends(segment) - FADE  # the latest frame each segment may be left from
+        # Moves stay within a shot: start in the one with the most to walk through.
+        self.home = scene == np.bincount(scene).argmax()
 
     def new_state(self, seed: int) -> WalkState:
         rng = np.random.default_rng(seed)
-        room = np.flatnonzero(self.last - np.arange(len(self.last)) >= MIN_RUN)
+        room = np.flatnonzero(self.home & (self.last - np.arange(len(self.last)) >= MIN_RUN))
         start = int(rng.choice(room)) if len(room) else 0
-        return WalkState(start, -1, 0, self._wait(rng), rng)
+        return WalkState(start, -1, 0, self._wait(rng), rng, np.full(RECENT, -10**9))
 
     def _wait(self, rng: np.random.Generator) -> int:
         return int(rng.uniform(*WAIT_S) * FPS)
@@ -130,10 +156,16 @@ class ClipWalk:
         if left <= 0:
             return True
         # Near a segment's end a move is taken more readily, so the forced one is rarely needed.
-        urgency = max(0.0, 1 - left / (3 * FPS))
+        urgency = max(0.0, 1 - left / MIN_RUN)
         return (s.wait <= 0 or urgency > 0) and self.cost[s.pos, 0] <= self.threshold * (1 + 2 * urgency)
 
     def _move(self, s: WalkState) -> None:
-        good = np.flatnonzero(self.cost[s.pos] <= max(self.threshold, self.cost[s.pos, 0]))
-        target = int(self.to[s.pos, s.rng.choice(good)]) if len(good) else int(self.to[s.pos, 0])
+        cost, to = self.cost[s.pos], self.to[s.pos]
+        # The cheapest candidate, where landing again near a recent landing costs as much as a
+        # jump of REVISIT_PX, and a small random share keeps equal choices from repeating.
+        revisit = np.abs(to[:, None] - s.recent[None]).min(1) < 2 * MIN_GAP
+        score = cost + REVISIT_PX * revisit + s.rng.uniform(0, self.threshold, len(cost))
+        target = int(to[np.argmin(score)])
+        s.recent = np.roll(s.recent, 1)
+        s.recent[0] = target
         s.fade_from, s.pos, s.fade_left, s.wait = s.pos, target, FADE, self._wait(s.rng)
