@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="avatar-server", description=__doc__)
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8080)")
-    parser.add_argument("--avatar", type=Path, help="portrait image for the default avatar")
+    parser.add_argument("--avatar", type=Path, help="portrait photo or video clip (MP4/MOV/WebM) of the person "
+                        "for the default avatar")
     parser.add_argument("--config", type=Path,
                         help="TOML file of settings (see README); AVATAR_* variables override it")
     args = parser.parse_args(argv)
@@ -46,14 +47,14 @@ class PathOnlyAccessLogger(AbstractAccessLogger):
 
 
 def _prepare_avatar(path: Path, folder: Path) -> Path:
-    """Crop and analyse a user's photo once; the prepared copy is what workers load."""
-    from engine.families.portrait.avatar import NoFaceError, prepare_upload
+    """Prepare a user's photo or clip once (before the server starts); the prepared file is
+    what workers load. This process never imports torch: preparation needs numpy and mediapipe."""
+    from engine.families.prepared import prepare_file
 
     try:
-        avatar_id = prepare_upload(path.read_bytes(), str(folder))
-    except (OSError, NoFaceError) as exc:
+        return prepare_file(path, folder)
+    except (OSError, ValueError) as exc:
         raise SystemExit(f"avatar-server: {path}: {exc}") from None
-    return folder / f"{avatar_id}.png"
 
 
 if __name__ == "__main__":

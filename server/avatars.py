@@ -1,8 +1,10 @@
 """AvatarStore: the bundled default avatar plus prepared uploads on disk.
 
-Uploads are checked here (size, type, pixel count from the header alone), then
-decoded and analysed by the face mesh in a helper process, so neither a large
-image nor the model ever runs on the event loop.
+Photo uploads are checked here (size, type, pixel count from the header alone), then
+decoded and analysed by the face mesh in a helper process, so neither a large image
+nor the model ever runs on the event loop. Video uploads arrive on disk (they can be
+200 MB) and are prepared by their own helper process (video_avatars.py); a prepared
+avatar of either kind is a file in the folder, so it survives a restart.
 """
 
 from __future__ import annotations
@@ -15,44 +17,71 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from engine.families.portrait.avatar import NoFaceError, cache_path, prepare_upload
+from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
 
+from . import video_avatars
 from .errors import ApiError
+from .video_avatars import Preparation
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_PIXELS = 25_000_000
 MAX_SIDE = 8192  # a 65535x381 strip is under MAX_PIXELS, yet no portrait
 MIN_SIDE = 128
+MAX_VIDEO_BYTES = 200 * 1024 * 1024
+MAX_PREPARING = 2  # clips prepared at once (each takes a core); more wait for a 429's Retry-After
+FAILED_KEPT = 50  # failed preparations remembered for GET
+UPLOAD_SUFFIX = ".upload"
 FORMATS = {"PNG", "JPEG", "MPO"}  # MPO: a phone's multi-picture JPEG (its first picture is used)
 
 
 class AvatarStore:
-    """Avatar ids -> prepared portrait paths; at most `limit` uploads are kept."""
+    """Avatar ids -> prepared avatar files (a portrait .png or a video .clip.npz); at most
+    `limit` uploads are kept."""
 
-    def __init__(self, default: Path, folder: Path, limit: int = 100):
-        self.folder, self.limit = folder, limit
+    def __init__(self, default: Path, folder: Path, limit: int = 100, size: int = 512):
+        self.folder, self.limit, self.size = folder, limit, size
         self.paths: dict[str, Path] = {"default": default}
+        self.preparing: dict[str, Preparation] = {}  # and failed ones, until FAILED_KEPT newer
         if folder.is_dir():
-            for path in sorted(folder.glob("*.png"), key=lambda p: p.stat().st_mtime)[-limit:]:
-                if cache_path(path).exists():
-                    self.paths[path.stem] = path
+            for stale in [*folder.glob(f"*{UPLOAD_SUFFIX}"), *folder.glob("*.part.npz")]:
+                stale.unlink(missing_ok=True)  # a restart while uploading or preparing
+            photos = [p for p in folder.glob("*.png") if cache_path(p).exists()]
+            for path in sorted(photos + list(folder.glob(f"*{CLIP_SUFFIX}")), key=lambda p: p.stat().st_mtime)[-limit:]:
+                self.paths[path.name.split(".")[0]] = path
         self._pool: ProcessPoolExecutor | None = None
         # One upload in the helper at a time: one that crashes it fails alone.
         self._turn = asyncio.Lock()
 
     def path(self, avatar_id: object) -> Path:
+        if isinstance(avatar_id, str) and avatar_id in self.preparing:
+            prep = self.preparing[avatar_id]
+            raise ApiError(409, "avatar_not_ready", f"avatar '{avatar_id}' is {prep.status}"
+                           + (f": {prep.reason}" if prep.reason else f" ({prep.progress:.0%})"))
         if not isinstance(avatar_id, str) or avatar_id not in self.paths:
             raise ApiError(422, "unknown_avatar", f"no avatar '{avatar_id}'; GET /v1/avatars lists them")
         return self.paths[avatar_id]
 
+    def describe(self, avatar_id: str) -> dict:
+        if avatar_id in self.preparing:
+            return self.preparing[avatar_id].describe()
+        if avatar_id not in self.paths:
+            raise ApiError(404, "unknown_avatar", f"no avatar '{avatar_id}'")
+        kind = "video" if self.paths[avatar_id].name.endswith(CLIP_SUFFIX) else "photo"
+        return {"avatar_id": avatar_id, "kind": kind, "status": "ready", "default": avatar_id == "default"}
+
     def listing(self) -> list[dict]:
-        return [{"avatar_id": a, "default": a == "default"} for a in self.paths]
+        return [self.describe(a) for a in [*self.paths, *self.preparing]]
+
+    def _check_room(self) -> None:
+        held = len(self.paths) - 1 + sum(p.status == "preparing" for p in self.preparing.values())
+        if held >= self.limit:
+            raise ApiError(409, "too_many_avatars", f"{self.limit} avatars are stored (max_avatars); "
+                           "DELETE /v1/avatars/{id} one first")
 
     async def add(self, data: bytes) -> str:
         check_image_header(data)
         async with self._turn:  # the cap is checked in turn: concurrent uploads cannot overshoot it
-            if len(self.paths) - 1 >= self.limit:
-                raise ApiError(409, "too_many_avatars", f"{self.limit} avatars are stored (max_avatars); "
-                               "DELETE /v1/avatars/{id} one first")
+            self._check_room()
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
             loop = asyncio.get_running_loop()
@@ -66,17 +95,60 @@ class AvatarStore:
             self.paths[avatar_id] = self.folder / f"{avatar_id}.png"
         return avatar_id
 
-    def delete(self, avatar_id: str) -> None:
-        """Forget an upload and its files; sessions already using it keep their copy."""
+    def upload_path(self, token: str) -> Path:
+        """Where an arriving clip is written (removed by a restart if left behind)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return self.folder / f"{token}{UPLOAD_SUFFIX}"
+
+    async def add_video(self, clip: Path, digest: str) -> dict:
+        """Start preparing an uploaded clip (already on disk, named by upload_path); 422 if the
+        quick check refuses it. A clip prepared or preparing already is not done twice."""
+        known = self.preparing.get(digest)
+        if digest in self.paths or (known and known.status == "preparing"):
+            clip.unlink(missing_ok=True)
+            return self.describe(digest)
+        async with self._turn:
+            self._check_room()
+            if sum(p.status == "preparing" for p in self.preparing.values()) >= MAX_PREPARING:
+                clip.unlink(missing_ok=True)
+                raise ApiError(429, "busy_preparing", f"{MAX_PREPARING} clips are being prepared; try again "
+                               "when one is ready", {"Retry-After": "30"})
+            prep = Preparation(digest, clip)
+            await video_avatars.start(prep, self.folder, self.size)  # on a 422 it has removed the clip
+            self.preparing[digest] = prep
+            asyncio.get_running_loop().create_task(self._settle(prep))
+        return prep.describe()
+
+    async def _settle(self, prep: Preparation) -> None:
+        """Once a preparation ends: a ready avatar joins the store, a failed one is remembered."""
+        await prep.done.wait()
+        path = self.folder / f"{prep.avatar_id}{CLIP_SUFFIX}"
+        if prep.status == "ready" and path.exists() and self.preparing.get(prep.avatar_id) is prep:
+            self.paths[prep.avatar_id] = path
+            del self.preparing[prep.avatar_id]
+        failed = [a for a, p in self.preparing.items() if p.status == "failed"]
+        for old in failed[:-FAILED_KEPT]:
+            del self.preparing[old]
+
+    async def delete(self, avatar_id: str) -> None:
+        """Forget an upload and its files (stopping its preparation); sessions already using
+        it keep their copy."""
         if avatar_id == "default":
             raise ApiError(403, "default_avatar", "the default avatar cannot be deleted")
+        prep = self.preparing.pop(avatar_id, None)
+        if prep is not None:
+            await video_avatars.stop(prep)
+            (self.folder / f"{avatar_id}{CLIP_SUFFIX}.part.npz").unlink(missing_ok=True)
+            (self.folder / f"{avatar_id}{CLIP_SUFFIX}").unlink(missing_ok=True)
+            return
         path = self.paths.pop(avatar_id, None)
         if path is None:
             raise ApiError(404, "unknown_avatar", f"no avatar '{avatar_id}'")
         path.unlink(missing_ok=True)
         cache_path(path).unlink(missing_ok=True)
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        await asyncio.gather(*(video_avatars.stop(p) for p in self.preparing.values()), return_exceptions=True)
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 

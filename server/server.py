@@ -49,7 +49,7 @@ class Server:
         self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
         self._asr_warm: asyncio.Task | None = None
         self._opening: dict[str | None, int] = {}  # sessions being answered, per client address
-        self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars)
+        self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars, self.engine_config.size)
         self.started = time.time()
 
     async def startup(self, app: web.Application) -> None:
@@ -60,7 +60,7 @@ class Server:
         await asyncio.gather(*(s.close() for s in list(self.sessions.values())), return_exceptions=True)
         await self.engine.stop()
         await self.tts.close()
-        self.avatars.close()
+        await self.avatars.close()
         self.asr.close()
 
     def session(self, session_id: str) -> Session:

@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--audio", type=Path, help="speech audio file (any format FFmpeg reads)")
     source.add_argument("--text", help="text to speak with the bundled voice")
-    parser.add_argument("--avatar", type=Path, help="portrait photo (default: the bundled avatar)")
+    parser.add_argument("--avatar", type=Path, help="portrait photo, or a clip (MP4/MOV/WebM) of the person "
+                        "talking for a video avatar (default: the bundled avatar)")
     parser.add_argument("--out", type=Path, required=True, help="output .mp4")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="decode processes (default: up to 2; 0 decodes in this process)")
@@ -213,14 +214,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _avatar(photo: Path | None) -> Path:
-    from engine.families.portrait.avatar import DEFAULT_AVATAR, NoFaceError, prepare_upload
+    from engine.families.portrait.avatar import DEFAULT_AVATAR
+    from engine.families.prepared import prepare_file
 
     if photo is None:
         return DEFAULT_AVATAR
-    folder = Path.home() / ".cache" / "avatar-server" / "avatars"
     try:
-        return folder / f"{prepare_upload(photo.read_bytes(), str(folder))}.png"
-    except (OSError, NoFaceError) as exc:
+        return prepare_file(photo, Path.home() / ".cache" / "avatar-server" / "avatars")
+    except (OSError, ValueError) as exc:
         raise RenderError(f"{photo}: {exc}") from None
 
 

@@ -2,8 +2,9 @@
 
 Context and motion run in order in this process (the chunk loop carries state from one
 chunk to the next), `step_frames` at a time exactly as a live session sends audio, so
-every frame equals the streamed one. Decode is a pure function of each chunk's motion:
-chunks go to a pool of processes, each holding the same DecodeStage for the avatar,
+every frame equals the streamed one. A portrait's decode is a pure function of each
+chunk's motion (a video avatar's walks its clip, so it decodes here, in order): chunks
+go to a pool of processes, each holding the same DecodeStage for the avatar,
 which write their frames into a shared-memory ring (no pickling of frames); results
 come back in order. At most `2 x workers` chunks are in flight, so memory does not
 grow with the recording's length. A motion model that listens ahead makes each
@@ -40,12 +41,11 @@ def _start(avatar: str, ring_name: str | None, shape: tuple[int, ...]) -> None:
     global _decode, _ring, _shm
     import cv2
 
-    from engine.families.portrait.avatar import load_portrait
-    from engine.families.portrait.renderer import PortraitRenderer
+    from engine.core.pipeline import renderer_for
     from engine.stages.decode import DecodeStage
 
     cv2.setNumThreads(1)
-    _decode = DecodeStage(PortraitRenderer(load_portrait(Path(avatar))))
+    _decode = DecodeStage(renderer_for(Path(avatar)))
     if ring_name:
         _shm = SharedMemory(ring_name)
         _ring = np.ndarray(shape, np.uint8, _shm.buf)
@@ -68,9 +68,12 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     """(frames, their audio) per piece of `pcm_chunks`: each up to `max_frames` frames, a whole
     number of `step_frames`. A yielded chunk's frames are valid until the next one is asked for."""
     from engine.core.pipeline import Pipeline, motion_stages
+    from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
 
     pipeline = Pipeline(motion_stages(motion))  # motion in order here; decode in the pool
     state, delay = pipeline.new_state(seed), motion_delay_frames(motion)
+    if avatar.name.endswith(CLIP_SUFFIX):
+        workers = 0  # a video avatar's walk runs frame after frame (and costs a few ms a frame)
     in_flight = 2 * max(workers, 1)
     shape = (in_flight + 1, max_frames, size * 3 // 2, size)  # one more slot: the chunk being consumed
     shm = SharedMemory(create=True, size=int(np.prod(shape))) if workers else None
@@ -78,6 +81,8 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     pool = multiprocessing.get_context("spawn").Pool(workers, _start, (str(avatar), shm.name, shape)) if shm else None
     if pool is None:
         _start(str(avatar), None, shape)
+        assert _decode is not None
+        decode_state = _decode.new_state(seed)
     pending: deque[_Pending] = deque()
     try:
         first, slot = 0, 0
@@ -93,7 +98,7 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
                 job = pool.apply_async(_run, (chunk, slot))
             else:
                 assert _decode is not None  # _start ran in this process
-                job = _decode.run(chunk, None)
+                job = _decode.run(chunk, decode_state)
             pending.append((job, slot, chunk, pcm[:0] if tail else pcm, delay if tail else None))
             first, slot = first + frames, (slot + 1) % shape[0]
             while len(pending) > in_flight or (pool is None and pending):

@@ -24,8 +24,11 @@ from engine.families.motion.lip_closure import LipClosure
 from engine.families.motion.mel_features import MelFeatureModule
 from engine.families.portrait.avatar import Portrait, load_portrait
 from engine.families.portrait.renderer import PortraitRenderer
+from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
+from engine.families.video.reference import VideoReference
+from engine.families.video.renderer import VideoRenderer
 from engine.stages.context import ContextStage
-from engine.stages.decode import DecodeStage
+from engine.stages.decode import DecodeStage, Renderer
 from engine.stages.interim_motion import InterimMotionStage
 from engine.stages.motion import MotionStage
 
@@ -43,6 +46,12 @@ def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | No
     raise ValueError(f"unknown motion model {kind!r}; choose one of {MOTION_MODELS}")
 
 
+def renderer_for(path: Path) -> Renderer:
+    if path.name.endswith(CLIP_SUFFIX):
+        return VideoRenderer(VideoReference.load(path))
+    return PortraitRenderer(load_portrait(path))
+
+
 class Pipeline:
     """The one orchestrator of the chunk loop: context -> motion [-> decode] for one avatar,
     used by the engine worker, batch mode and the tests alike."""
@@ -56,7 +65,8 @@ class Pipeline:
 
     @classmethod
     def for_avatar(cls, path: Path, motion: str = "dit") -> Pipeline:
-        return cls.for_portrait(load_portrait(path), motion)
+        """A prepared avatar of either kind: a portrait (.png) or a video avatar (.clip.npz)."""
+        return cls([*motion_stages(motion), DecodeStage(renderer_for(path))])
 
     def new_state(self, seed: int) -> RollingState:
         return RollingState(stages={stage.name: stage.new_state(seed) for stage in self.stages})

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from avatar_client import AvatarViewer
+from engine.families.video.tracking import frames_opening
 from testkit.server import SHARED_DATA
 from training.motion.real_data import lagged_corr
-from engine.families.video.tracking import frames_opening
 
 pytestmark = pytest.mark.integration
 SPEECH = SHARED_DATA / "jfk.flac"  # a real person's voice, 11 s

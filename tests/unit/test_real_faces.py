@@ -11,8 +11,8 @@ import pytest
 from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, FaceRig
-from training.motion.channel import coded, degrade
 from engine.families.portrait.rig_fit import fit_clip, mouth_opening
+from training.motion.channel import coded, degrade
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]

@@ -47,11 +47,11 @@ from engine.core import motion  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.portrait.avatar import ASSETS, DEFAULT_AVATAR, load_portrait  # noqa: E402
 from engine.families.portrait.renderer import PortraitRenderer  # noqa: E402
+from engine.families.portrait.rig_fit import smooth  # noqa: E402
+from engine.families.video.tracking import frames_opening  # noqa: E402
 
 from .channel import band_limit, coded, telephone  # noqa: E402
 from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
-from engine.families.portrait.rig_fit import smooth  # noqa: E402
-from engine.families.video.tracking import frames_opening  # noqa: E402
 from .transcripts import known_transcript  # noqa: E402
 
 CLOSED_MOUTH = ASSETS / "closed-mouth.png"

@@ -86,11 +86,14 @@ class PortraitRenderer:
             "breath": np.stack([np.zeros_like(mask), -(0.012 * self.size) * np.maximum(mask, body)], -1),
         }
 
+    def new_state(self, seed: int) -> None:
+        return None  # a portrait frame depends on its coefficients alone
+
     def render(self, coeffs: np.ndarray) -> np.ndarray:
         """One RGB frame (size, size, 3) uint8 for a motion vector of length motion.DIM."""
         return self._move_head(self._face(coeffs), coeffs)
 
-    def render_i420(self, coeffs: np.ndarray) -> np.ndarray:
+    def render_i420(self, coeffs: np.ndarray, state: None = None) -> np.ndarray:
         """The same frame as I420 (size * 3 // 2, size), what the encoders take.
 
         The head moves after the colour conversion, plane by plane: a full-frame warp of

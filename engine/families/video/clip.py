@@ -68,7 +68,8 @@ def _seconds(container, video) -> float:  # type: ignore[no-untyped-def]  # PyAV
 
 
 def _reason(exc: Exception) -> str:
-    return str(exc).split(":")[0][:80]
+    """FFmpeg's own words, without its error number or the file name."""
+    return str(getattr(exc, "strerror", None) or exc).split(":")[0][:80]
 
 
 def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = None) -> Iterator[np.ndarray]:
@@ -82,9 +83,9 @@ def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = No
             video.thread_type = "AUTO"
             tick, start = 0, None
             for frame in container.decode(video):
-                if frame.pts is None:
+                if frame.pts is None or frame.time_base is None:
                     continue
-                t = float(frame.pts * video.time_base)
+                t = float(frame.pts * frame.time_base)
                 start = t if start is None else start
                 if t - start < tick / FPS - 0.5 / FPS:
                     continue  # a faster source: this frame falls between two ticks
@@ -107,13 +108,13 @@ def sound(path: Path) -> np.ndarray | None:
         if not container.streams.audio or not container.streams.video:
             return None
         audio, video = container.streams.audio[0], container.streams.video[0]
-        video_start = float(video.start_time * video.time_base) if video.start_time is not None else 0.0
+        video_start = float(video.start_time * video.time_base) if video.start_time and video.time_base else 0.0
         resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
         blocks, audio_start = [], None
         try:
             for frame in container.decode(audio):
-                if audio_start is None and frame.pts is not None:
-                    audio_start = float(frame.pts * audio.time_base)
+                if audio_start is None and frame.pts is not None and frame.time_base is not None:
+                    audio_start = float(frame.pts * frame.time_base)
                 blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
             blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
         except av.error.FFmpegError:

@@ -102,5 +102,5 @@ class MouthBank:
         sigma = 0.03 * self.face_w
         # grown first, so the feather falls outside the jaw line rather than across it
         grow = int(2 * sigma) * 2 + 1
-        mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
-        return cv2.GaussianBlur(mask.astype(np.float32) / 255, (0, 0), sigma)
+        grown = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
+        return cv2.GaussianBlur(grown.astype(np.float32) / 255, (0, 0), sigma)

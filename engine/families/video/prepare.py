@@ -92,7 +92,7 @@ def track(path: Path, info: ClipInfo, progress: Callable[[float], None]
             faces = tracker(rgb)
             found.append(faces[0] / scale if faces else np.full((POINTS, 2), np.nan, np.float32))
             if i % COUNT_EVERY == 0:
-                counts.append(counter(rgb))
+                counts.append(len(counter(rgb)))
                 progress(min(1.0, i / max(info.frames, 1)))
     finally:
         counter.close()
@@ -132,8 +132,7 @@ def check_face(lm: np.ndarray, tracked: np.ndarray, several: float) -> None:
         raise ClipError("several_faces", "the clip shows more than one face; use a clip of one person alone")
     height = float(np.median(np.linalg.norm(lm[:, 152] - lm[:, 10], axis=-1)))
     if height < MIN_FACE_PX:
-        raise ClipError("face_too_small", f"the face is only {height:.0f} pixels tall; film closer (at least "
-                        f"{MIN_FACE_PX} pixels from forehead to chin)")
+        raise ClipError("face_too_small", _too_small(height))
     turned = float(np.median(np.abs(turn(lm))))
     if turned > MAX_TURN:
         raise ClipError("face_turned", "the face is turned away from the camera; film the person from the front")
@@ -161,3 +160,80 @@ def cut(path: Path, crop: tuple[int, int, int], size: int, info: ClipInfo,
         if i % 25 == 0:
             progress(min(1.0, i / max(info.frames, 1)))
     return out
+
+
+def quick_check(path: Path, samples: int = 6) -> ClipInfo:
+    """What can be told in a second or two: the stream, its length, and a face in a few
+    frames spread over the clip (the full check runs with the tracking)."""
+    info = probe(path)
+    scale = min(1.0, ANALYSIS_WIDTH / info.width)
+    small = (round(info.width * scale), round(info.height * scale))
+    wanted = set(np.linspace(0, max(info.frames - 1, 0), samples).round().astype(int).tolist())
+    found, detected, several = [], [], []
+    counter = FaceCounter()
+    try:
+        for i, rgb in enumerate(frames(path)):
+            if i in wanted:
+                small_rgb = cv2.resize(rgb, small, interpolation=cv2.INTER_AREA)
+                with FaceTracker() as tracker:  # a fresh one per sample: each is a still
+                    faces = [f / scale for f in tracker(small_rgb)]
+                    if not faces and scale < 1:  # a face too small for the analysis size: is it there?
+                        faces = tracker(rgb)
+                found.append(faces[0] if faces else np.full((POINTS, 2), np.nan, np.float32))
+                whole = [h / scale for h in counter(small_rgb)]
+                several.append(len(whole) > 1)  # (tiles overlap: a face in two is not two faces)
+                detected.append(whole or (counter.tiled(rgb) if not faces else []))
+            if i >= max(wanted):
+                break
+    finally:
+        counter.close()
+    lm = np.stack(found)
+    tracked = np.isfinite(lm[:, 0, 0])
+    seen = [d for d in detected if d]
+    if tracked.mean() < 0.5 and len(seen) >= len(detected) / 2:  # the detector sees what the mesh cannot
+        height = float(np.median([d[0] for d in seen]))
+        if height < 2 * MIN_FACE_PX:
+            raise ClipError("face_too_small", _too_small(height))
+    # a sampled frame without a face is not yet a refusal (a blink of a turn); most are
+    check_face(lm[tracked], tracked | (tracked.mean() >= 0.5), float(np.mean(several)))
+    return info
+
+
+def _too_small(height: float) -> str:
+    return (f"the face is only {height:.0f} pixels tall; film closer (at least {MIN_FACE_PX} pixels from "
+            "forehead to chin)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m engine.families.video.prepare CLIP --folder F`: the server's helper process.
+
+    One JSON object per line on stdout: {"checked": true} once quick_check has passed, then
+    {"progress", "stage"} as it goes, then {"avatar_id"}; or {"error", "reason"} and exit 2.
+    """
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("clip", type=Path)
+    parser.add_argument("--folder", type=Path, required=True)
+    parser.add_argument("--size", type=int, default=512)
+    args = parser.parse_args(argv)
+
+    def say(**message: object) -> None:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+    try:
+        quick_check(args.clip)
+        say(checked=True)
+        avatar_id = prepare_clip(args.clip, args.folder, args.size,
+                                 lambda share, stage: say(progress=round(share, 3), stage=stage))
+    except ClipError as exc:
+        say(error=exc.code, reason=str(exc))
+        raise SystemExit(2) from None
+    say(avatar_id=avatar_id)
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,7 @@ class VideoReference:
     def decode(self, t: int) -> np.ndarray:
         """Frame t as RGB uint8."""
         bgr = cv2.imdecode(np.frombuffer(self.jpegs[t], np.uint8), cv2.IMREAD_COLOR)
+        assert bgr is not None, "frames are written by encode_jpeg"
         return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
     def save(self, path: Path) -> None:

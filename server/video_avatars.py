@@ -1,0 +1,114 @@
+"""Preparing video avatars: each clip in its own helper process, watched from the event loop.
+
+The helper (`python -m engine.families.video.prepare`) writes one JSON line per step.
+The first, `checked`, comes within seconds (stream, length, a face in sampled frames),
+so an unusable clip is refused with its reason before the upload is answered; the rest
+is progress, read in the background for `GET /v1/avatars/{id}`. The helper runs at a
+lower priority than live sessions, and is killed with its avatar's DELETE or the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ApiError
+
+log = logging.getLogger(__name__)
+CHECK_TIMEOUT_S = 60.0  # the quick check of a clip; past it the clip is refused as unreadable
+NICE = 10
+
+
+@dataclass
+class Preparation:
+    avatar_id: str
+    clip: Path  # the uploaded file; deleted once the helper is done with it
+    status: str = "preparing"
+    progress: float = 0.0
+    stage: str = "checking the clip"
+    reason: str = ""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    process: asyncio.subprocess.Process | None = None
+    task: asyncio.Task | None = None
+
+    def describe(self) -> dict:
+        out: dict = {"avatar_id": self.avatar_id, "kind": "video", "status": self.status}
+        if self.status == "preparing":
+            out.update(progress=round(self.progress, 3), stage=self.stage)
+        if self.status == "failed":
+            out["reason"] = self.reason
+        return out
+
+
+async def start(prep: Preparation, folder: Path, size: int) -> None:
+    """Start the helper and wait for its quick check: 422 (and nothing left behind) if the clip fails it."""
+    prep.process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "engine.families.video.prepare", str(prep.clip), "--folder", str(folder),
+        "--size", str(size), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, preexec_fn=lambda: os.nice(NICE), env=_helper_env())
+    try:
+        first = await asyncio.wait_for(_message(prep.process), CHECK_TIMEOUT_S)
+    except TimeoutError:
+        first = {"error": "unreadable", "reason": "the clip could not be read in time"}
+    if not first.get("checked"):
+        await stop(prep)
+        raise ApiError(422, str(first.get("error", "bad_video")),
+                       str(first.get("reason", "the clip could not be read as a video")))
+    prep.stage = "tracking the face"
+    prep.task = asyncio.create_task(_follow(prep))
+
+
+async def _follow(prep: Preparation) -> None:
+    """Read the helper's progress; once it has exited, clean up and only then say how it ended."""
+    assert prep.process is not None
+    outcome, reason = "failed", "the preparation was stopped"
+    try:
+        while message := await _message(prep.process):
+            if "progress" in message:
+                prep.progress, prep.stage = min(float(message["progress"]), 0.999), str(message.get("stage", ""))
+            elif "avatar_id" in message:
+                outcome, reason = "ready", ""
+            elif "error" in message:
+                reason = str(message.get("reason", message["error"]))
+        if await prep.process.wait() != 0 and outcome == "ready":
+            outcome, reason = "failed", "the preparation stopped unexpectedly"
+    finally:
+        prep.clip.unlink(missing_ok=True)
+        prep.status, prep.reason = outcome, reason
+        prep.progress = 1.0 if outcome == "ready" else prep.progress
+        prep.done.set()
+        log.info("video avatar %s %s %s", prep.avatar_id, outcome, reason)
+
+
+async def _message(process: asyncio.subprocess.Process) -> dict:
+    """The helper's next JSON line ({} at its end; a line that is not JSON is skipped)."""
+    assert process.stdout is not None
+    while line := await process.stdout.readline():
+        with contextlib.suppress(ValueError):
+            message = json.loads(line)
+            if isinstance(message, dict):
+                return message
+    return {}
+
+
+async def stop(prep: Preparation) -> None:
+    """Kill the helper (if it still runs) and remove what it was working on."""
+    if prep.process is not None and prep.process.returncode is None:
+        prep.process.kill()
+        await prep.process.wait()
+    if prep.task is not None:
+        await asyncio.gather(prep.task, return_exceptions=True)
+    prep.clip.unlink(missing_ok=True)
+
+
+def _helper_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # the mesh and numpy stay on one core; sessions keep the other
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    return env

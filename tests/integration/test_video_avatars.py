@@ -1,0 +1,175 @@
+"""Video avatars over HTTP: a clip of a real person becomes their avatar, prepared with
+progress, kept across a restart, streamed at 512x512; unusable clips get a 422 that
+says why."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import aiohttp
+import cv2
+import numpy as np
+import pytest
+import skimage.data
+
+from avatar_client import AvatarViewer
+from testkit.server import SHARED_DATA, ServerProcess
+from training.motion.real_faces import read_clip
+from training.video.clips import join_clips, write_clip
+
+pytestmark = pytest.mark.integration
+CREMA = sorted((SHARED_DATA / "real-talking" / "crema-d").glob("*.flv"))
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    """10.6 s of one real person talking (five CREMA-D takes joined), as a user would upload it."""
+    path = tmp_path_factory.mktemp("clips") / "person.mp4"
+    join_clips(CREMA[:5], path)
+    return path
+
+
+async def upload(url: str, path: Path, name: str | None = None) -> tuple[int, dict]:
+    form = aiohttp.FormData()
+    form.add_field("video", path.read_bytes(), filename=name or path.name, content_type="video/mp4")
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url + "/v1/avatars", data=form) as res:
+            return res.status, await res.json()
+
+
+async def status(url: str, avatar_id: str) -> dict:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{url}/v1/avatars/{avatar_id}") as res:
+            assert res.status == 200
+            return await res.json()
+
+
+async def wait_ready(url: str, avatar_id: str, timeout: float = 120) -> list[float]:
+    progress, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = await status(url, avatar_id)
+        assert body["status"] != "failed", body
+        if body["status"] == "ready":
+            return progress
+        progress.append(body["progress"])
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"avatar {avatar_id} not ready: {body}")
+
+
+def nearest_clip_frame_error(frame: np.ndarray, clip: Path, crop: np.ndarray) -> float:
+    """Mean absolute difference (grey levels, at 64x64) from a frame to the closest frame of
+    the clip cut to the avatar's square (x0, y0, side): small only if we see the person."""
+    frames, _ = read_clip(clip)
+    x0, y0, side = (int(v) for v in crop[:3])
+    small = cv2.resize(frame, (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
+    cuts = [cv2.resize(f[y0:y0 + side, x0:x0 + side], (64, 64), interpolation=cv2.INTER_AREA) for f in frames]
+    return min(float(np.abs(c.astype(np.float32) - small).mean()) for c in cuts)
+
+
+async def test_a_clip_becomes_a_video_avatar_that_streams_and_survives_a_restart(clip, tmp_path):
+    env = {"AVATAR_AVATARS_DIR": str(tmp_path)}
+    with ServerProcess(env=env) as server:
+        code, body = await upload(server.url, clip)
+        assert code == 202 and body["status"] == "preparing", body
+        avatar_id = body["avatar_id"]
+        progress = await wait_ready(server.url, avatar_id)
+        assert progress == sorted(progress) and all(0 <= p < 1 for p in progress)
+        described = await status(server.url, avatar_id)
+        assert described["kind"] == "video" and described["status"] == "ready"
+        assert not list(tmp_path.glob("*.upload")), "the uploaded clip is removed once prepared"
+        code, again = await upload(server.url, clip, name="same-clip-again.mp4")
+        assert code == 200 and again == {**described, "default": False} | again  # by content: not redone
+    with ServerProcess(env=env) as server:  # a restart: the prepared avatar is still there
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.url + "/v1/avatars") as res:
+                listed = {a["avatar_id"]: a for a in await res.json()}
+        assert listed[avatar_id]["kind"] == "video" and listed[avatar_id]["status"] == "ready"
+        viewer = AvatarViewer(server.url, avatar=avatar_id)
+        await viewer.connect()
+        try:
+            await viewer.wait_frames(50)
+            frame = viewer.received.video[-1][1]
+            assert frame.shape == (512, 512, 3)
+            default = cv2.cvtColor(cv2.imread(str(Path(__file__).parents[2] / "assets" / "default.png")),
+                                   cv2.COLOR_BGR2RGB)
+            with np.load(tmp_path / f"{avatar_id}.clip.npz") as prepared:
+                crop = prepared["crop"]
+            # the person of the clip in its own framing, not the default portrait
+            ours, other = nearest_clip_frame_error(frame, clip, crop), nearest_clip_frame_error(default, clip, crop)
+            assert ours < 8 and ours < 0.25 * other, (ours, other)
+        finally:
+            assert await viewer.close() == 204
+
+
+def _faces(seconds: float = 11.0) -> list[np.ndarray]:
+    frames, _ = read_clip(CREMA[0])
+    return [frames[i % len(frames)] for i in range(int(seconds * 25))]
+
+
+def _too_short(path: Path) -> None:
+    write_clip(_faces(4.0), path)
+
+
+def _no_face(path: Path) -> None:
+    coffee = cv2.resize(skimage.data.coffee(), (480, 360))
+    write_clip((np.roll(coffee, i, axis=1) for i in range(275)), path)
+
+
+def _two_faces(path: Path) -> None:
+    write_clip((np.hstack([f, f[:, ::-1]]) for f in _faces()), path)
+
+
+def _small_face(path: Path) -> None:
+    canvas = np.zeros((1080, 1920, 3), np.uint8)
+
+    def shrink(f: np.ndarray) -> np.ndarray:
+        out = canvas.copy()
+        out[400:580, 800:1040] = cv2.resize(f, (240, 180), interpolation=cv2.INTER_AREA)  # a 60-pixel face
+        return out
+    write_clip((shrink(f) for f in _faces()), path)
+
+
+def _not_a_video(path: Path) -> None:
+    path.write_bytes(b"this is a text file pretending to be a clip\n" * 100)
+
+
+def _sound_only(path: Path) -> None:
+    import av
+
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("aac", rate=48_000, layout="mono")
+        for i in range(0, 48_000 * 11, 1024):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.int16), "s16", "mono")
+            frame.sample_rate, frame.pts = 48_000, i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+
+
+@pytest.mark.parametrize("make,code", [
+    (_too_short, "too_short"), (_no_face, "no_face"), (_two_faces, "several_faces"),
+    (_small_face, "face_too_small"), (_not_a_video, "unreadable"), (_sound_only, "no_video"),
+])
+async def test_unusable_clips_get_a_422_that_says_why(server, tmp_path, make, code):
+    path = tmp_path / "clip.mp4"
+    make(path)
+    got, body = await upload(server.url, path)
+    assert got == 422 and body["error"]["code"] == code, body
+    assert len(body["error"]["message"]) > 20
+
+
+async def test_deleting_an_avatar_while_it_is_prepared_stops_it_and_leaves_nothing(tmp_path):
+    long_clip = tmp_path / "long.mp4"
+    frames, pcm = read_clip(CREMA[0])
+    write_clip((frames[i % len(frames)] for i in range(60 * 25)), long_clip)  # a minute: prepared for a while
+    with ServerProcess(env={"AVATAR_AVATARS_DIR": str(tmp_path / "avatars")}) as server:
+        code, body = await upload(server.url, long_clip)
+        assert code == 202, body
+        async with aiohttp.ClientSession() as http:
+            async with http.delete(f"{server.url}/v1/avatars/{body['avatar_id']}") as res:
+                assert res.status == 204
+            async with http.get(f"{server.url}/v1/avatars/{body['avatar_id']}") as res:
+                assert res.status == 404
+        await asyncio.sleep(1)
+        assert sorted(p.name for p in (tmp_path / "avatars").iterdir()) == []
