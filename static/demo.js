@@ -28,7 +28,8 @@ function addTranscript(role, text) {
 
 async function loadAvatars(select) {
   const avatars = await listAvatars();
-  $("avatar").replaceChildren(...avatars.map((a) => new Option(a.default ? "Default" : `Photo ${a.avatar_id.slice(0, 6)}`, a.avatar_id)));
+  const label = (a) => (a.default ? "Default" : `${a.kind === "video" ? "Video" : "Photo"} ${a.avatar_id.slice(0, 6)}`);
+  $("avatar").replaceChildren(...avatars.filter((a) => a.status === "ready").map((a) => new Option(label(a), a.avatar_id)));
   if (select) $("avatar").value = select;
 }
 
@@ -109,16 +110,23 @@ $("avatar").onchange = $("mode").onchange;
 $("upload").onchange = async () => {
   const file = $("upload").files[0];
   if (!file) return;
-  status("Analysing your photo…");
+  const what = (file.type || "").startsWith("video/") || /\.(mp4|mov|webm)$/i.test(file.name) ? "Clip" : "Photo";
+  status(what === "Clip" ? "Uploading your clip…" : "Analysing your photo…");
+  const onProgress = (share, stage) => {
+    $("progress").hidden = false;
+    $("progress").value = share;
+    status(`Preparing your video avatar: ${Math.round(share * 100)}% (${stage})`);
+  };
   try {
-    const id = await uploadAvatar(file);
+    const id = await uploadAvatar(file, { onProgress });
     await loadAvatars(id);
-    status("Photo ready. Connect to use it.");
+    status(`${what} ready. Connect to use it.`);
     if (client) await $("avatar").onchange();
   } catch (err) {
-    status(`Photo refused: ${err.message}`, true);
+    status(`${what} refused: ${err.message}`, true);
   } finally {
     $("upload").value = "";
+    $("progress").hidden = true;
   }
 };
 

@@ -50,5 +50,20 @@ export declare class AvatarClient extends EventTarget {
   addEventListener<K extends keyof AvatarEventMap>(type: K, listener: (ev: AvatarEventMap[K]) => void, options?: boolean | AddEventListenerOptions): void;
 }
 
-export declare function uploadAvatar(image: Blob, options?: { baseUrl?: string; token?: string }): Promise<string>;
-export declare function listAvatars(options?: { baseUrl?: string }): Promise<{ avatar_id: string; default: boolean }[]>;
+export interface AvatarInfo {
+  avatar_id: string;
+  kind: "photo" | "video";
+  status: "preparing" | "ready" | "failed";
+  default?: boolean;
+  progress?: number;
+  stage?: string;
+  reason?: string;
+}
+/** A photo (PNG/JPEG) or a clip (MP4/MOV/WebM): a clip resolves once its video avatar is ready. */
+export declare function uploadAvatar(file: Blob & { name?: string }, options?: {
+  baseUrl?: string; token?: string; onProgress?: (share: number, stage: string) => void; pollMs?: number;
+}): Promise<string>;
+export declare function waitForAvatar(avatarId: string, options?: {
+  baseUrl?: string; onProgress?: (share: number, stage: string) => void; pollMs?: number;
+}): Promise<AvatarInfo>;
+export declare function listAvatars(options?: { baseUrl?: string }): Promise<AvatarInfo[]>;

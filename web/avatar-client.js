@@ -284,18 +284,38 @@ export class AvatarError extends Error {
  * Upload a portrait (PNG or JPEG); resolves to its avatar id.
  * @param {Blob} image  @param {{baseUrl?: string, token?: string}} [options]
  */
-export async function uploadAvatar(image, options = {}) {
+export async function uploadAvatar(file, options = {}) {
   const baseUrl = (options.baseUrl || globalThis.location?.origin || "").replace(/\/$/, "");
+  const video = isVideo(file);
   const form = new FormData();
-  form.append("image", image, image.name || "portrait");
+  form.append(video ? "video" : "image", file, file.name || (video ? "clip.mp4" : "portrait"));
   const headers = options.token ? { Authorization: `Bearer ${options.token}` } : {};
   const res = await fetch(`${baseUrl}/v1/avatars`, { method: "POST", body: form, headers });
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new AvatarError(body.error?.code || `http_${res.status}`, body.error?.message || `HTTP ${res.status}`);
+  if (video && body.status !== "ready") await waitForAvatar(body.avatar_id, options);
   return body.avatar_id;
 }
 
-/** @returns {Promise<{avatar_id: string, default: boolean}[]>} */
+/** A video avatar is prepared after its upload: poll until it is ready (onProgress(share, stage) meanwhile). */
+export async function waitForAvatar(avatarId, options = {}) {
+  const baseUrl = (options.baseUrl || globalThis.location?.origin || "").replace(/\/$/, "");
+  for (;;) {
+    const res = await fetch(`${baseUrl}/v1/avatars/${encodeURIComponent(avatarId)}`);
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) throw new AvatarError(body.error?.code || `http_${res.status}`, body.error?.message || `HTTP ${res.status}`);
+    if (body.status === "ready") return body;
+    if (body.status === "failed") throw new AvatarError("avatar_failed", body.reason || "the clip could not be prepared");
+    options.onProgress?.(body.progress ?? 0, body.stage || "preparing");
+    await sleep(options.pollMs ?? 500);
+  }
+}
+
+function isVideo(file) {
+  return (file.type || "").startsWith("video/") || /\.(mp4|mov|webm|m4v|mkv)$/i.test(file.name || "");
+}
+
+/** @returns {Promise<{avatar_id: string, kind: string, status: string, default: boolean}[]>} */
 export async function listAvatars(options = {}) {
   const baseUrl = (options.baseUrl || globalThis.location?.origin || "").replace(/\/$/, "");
   const res = await fetch(`${baseUrl}/v1/avatars`);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -109,3 +110,36 @@ async def test_unreachable_connection_fails_with_a_clear_error(page):
         catch (err) { return `${err.code}: ${err.message}`; }
     }""")
     assert message.startswith("ice_failed") and "TURN" in message
+
+
+async def test_upload_a_clip_wait_for_it_then_speak_with_the_persons_face(page, tmp_path):
+    """A clip of a real person: the page shows the preparation's progress, offers the new
+    avatar, and the video shows that person (their own pixels, in the clip's framing) with a
+    mouth that moves more while speaking than in silence."""
+    from engine.families.video.tracking import frames_opening
+    from tests.video import nearest_clip_frame_error, person_clip, prepared_crop
+
+    clip = person_clip(tmp_path / "me-talking.mp4", seed=int(time.time()))
+    await page.get_by_test_id("upload").set_input_files(str(clip))
+    await page.wait_for_function("() => !document.querySelector('[data-testid=prepare-progress]').hidden",
+                                 timeout=60_000)
+    await page.wait_for_function(
+        "() => document.querySelector('[data-testid=status]').textContent.startsWith('Clip ready')", timeout=120_000)
+    avatar_id = await page.get_by_test_id("avatar").input_value()
+    assert avatar_id != "default"
+    await connect(page)
+    silent = [await video_frame(page) for _ in range(12)]
+    cv2.imwrite(str(ARTIFACTS / "demo-video-avatar.png"), cv2.cvtColor(silent[0], cv2.COLOR_RGB2BGR))
+    crop = prepared_crop(Path.home() / ".cache" / "avatar-server" / "avatars", avatar_id)
+    assert nearest_clip_frame_error(silent[0], clip, crop) < 8, "the video does not show the person of the clip"
+    assert face_difference(silent[0], DEFAULT_AVATAR) > 25
+    await page.get_by_test_id("speak-text").fill("Papa bought a big blue map, and we all looked at it together.")
+    await page.get_by_test_id("speak").click()
+    await page.wait_for_function(
+        "() => document.querySelector('[data-testid=status]').textContent.startsWith('Speaking')")
+    speaking = []
+    for _ in range(25):
+        speaking.append(await video_frame(page))
+        await page.wait_for_timeout(60)
+    opening_silent, opening_speaking = frames_opening(silent), frames_opening(speaking)
+    assert np.std(opening_speaking) > 2 * np.std(opening_silent) + 0.005, (opening_silent, opening_speaking)

@@ -15,20 +15,17 @@ import pytest
 import skimage.data
 
 from avatar_client import AvatarViewer
-from testkit.server import SHARED_DATA, ServerProcess
+from testkit.server import ServerProcess
+from tests.video import CREMA, nearest_clip_frame_error, person_clip, prepared_crop
 from training.motion.real_faces import read_clip
-from training.video.clips import join_clips, write_clip
+from training.video.clips import write_clip
 
 pytestmark = pytest.mark.integration
-CREMA = sorted((SHARED_DATA / "real-talking" / "crema-d").glob("*.flv"))
 
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory) -> Path:
-    """10.6 s of one real person talking (five CREMA-D takes joined), as a user would upload it."""
-    path = tmp_path_factory.mktemp("clips") / "person.mp4"
-    join_clips(CREMA[:5], path)
-    return path
+    return person_clip(tmp_path_factory.mktemp("clips") / "person.mp4")
 
 
 async def upload(url: str, path: Path, name: str | None = None) -> tuple[int, dict]:
@@ -58,16 +55,6 @@ async def wait_ready(url: str, avatar_id: str, timeout: float = 120) -> list[flo
     raise TimeoutError(f"avatar {avatar_id} not ready: {body}")
 
 
-def nearest_clip_frame_error(frame: np.ndarray, clip: Path, crop: np.ndarray) -> float:
-    """Mean absolute difference (grey levels, at 64x64) from a frame to the closest frame of
-    the clip cut to the avatar's square (x0, y0, side): small only if we see the person."""
-    frames, _ = read_clip(clip)
-    x0, y0, side = (int(v) for v in crop[:3])
-    small = cv2.resize(frame, (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
-    cuts = [cv2.resize(f[y0:y0 + side, x0:x0 + side], (64, 64), interpolation=cv2.INTER_AREA) for f in frames]
-    return min(float(np.abs(c.astype(np.float32) - small).mean()) for c in cuts)
-
-
 async def test_a_clip_becomes_a_video_avatar_that_streams_and_survives_a_restart(clip, tmp_path):
     env = {"AVATAR_AVATARS_DIR": str(tmp_path)}
     with ServerProcess(env=env) as server:
@@ -94,8 +81,7 @@ async def test_a_clip_becomes_a_video_avatar_that_streams_and_survives_a_restart
             assert frame.shape == (512, 512, 3)
             default = cv2.cvtColor(cv2.imread(str(Path(__file__).parents[2] / "assets" / "default.png")),
                                    cv2.COLOR_BGR2RGB)
-            with np.load(tmp_path / f"{avatar_id}.clip.npz") as prepared:
-                crop = prepared["crop"]
+            crop = prepared_crop(tmp_path, avatar_id)
             # the person of the clip in its own framing, not the default portrait
             ours, other = nearest_clip_frame_error(frame, clip, crop), nearest_clip_frame_error(default, clip, crop)
             assert ours < 8 and ours < 0.25 * other, (ours, other)

@@ -52,8 +52,10 @@ def cases(root: Path = REAL_TALKING) -> list[Case]:
     grid = sorted((root / "grid-s1").glob("*.mp4"))
     wh = root / "obama-weekly-address"
     crema = sorted((root / "crema-d").glob("*.flv"))
+    sentences = sorted(wh.glob("sentence_*.mp4"))
+    # the address: made from four sentences, driven by the fifth, each sentence in turn
     return [
-        Case("obama", "obama", [wh / f"sentence_{i}.mp4" for i in (1, 2, 3, 4)], [wh / "sentence_6.mp4"]),
+        *(Case(f"obama-{held.stem[-1]}", "obama", [p for p in sentences if p != held], [held]) for held in sentences),
         Case("grid-s1", "grid-s1", grid[:20], grid[-20:]),
         Case("crema-d", "crema-d", [p for p in crema if "_SAD_" not in p.name],
              [p for p in crema if "_SAD_" in p.name]),
@@ -148,8 +150,19 @@ def main() -> None:
     parser.add_argument("--case", action="append", help="run only these cases")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    results = [run_case(c, args.out, args.sheets) for c in cases() if not args.case or c.name in args.case]
-    print(json.dumps({"cases": results}))
+    results = [run_case(c, args.out, args.sheets) for c in cases()
+               if not args.case or c.name in args.case or c.name.split("-")[0] in args.case]
+    print(json.dumps({"cases": results, "by_person": by_person(results)}))
+
+
+def by_person(results: list[dict]) -> dict:
+    """Each figure averaged over a person's cases (the address's five folds)."""
+    people: dict[str, list[dict]] = {}
+    for r in results:
+        people.setdefault(r["case"].split("-")[0], []).append(r)
+    keys = ("corr", "amplitude", "face_found", "sharpness_ratio", "head_jump_ratio")
+    return {p: {k: round(float(np.mean([r[k] for r in rs])), 3) for k in keys} | {"cases": len(rs)}
+            for p, rs in people.items()}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
-"""Identity-aware mouth: the motion model's mouth mapped onto this person's own range.
+"""Identity-aware mouth: the motion model's mouth scaled to this person's own range.
 
 The model was trained over many mouths; this one may open wider or narrower. During
-preparation the model hears the clip's own sound, and each mouth key's distribution
-over the clip is matched to the person's fitted one (quantile to quantile, a monotone
-map, so timing and ordering are the model's and only the range is the person's). A
-clip without usable sound keeps the identity map.
+preparation the model hears the clip's own sound, and each mouth key is scaled by how
+much more (or less) the person's fitted key varies over the clip than the model's. A
+gain and nothing else: shut lips stay shut and a neutral mouth stays neutral (a
+quantile map was tried first, and sent the model's near-zero silence to the person's
+median, a half-open mouth). A clip without usable sound keeps a gain of 1.
 """
 
 from __future__ import annotations
@@ -14,38 +15,28 @@ import numpy as np
 from engine.config import SAMPLES_PER_FRAME, motion_delay_frames
 from engine.families.video.mouth import KEY_INDEX
 
-QUANTILES = np.linspace(0, 1, 21)
-MIN_SPEECH_DB = -45.0  # a clip whose loudest second is quieter than this has no speech to learn from
+GAIN_RANGE = (0.5, 2.5)
+MIN_SPEECH_DB = -45.0  # a clip whose loudest frame is quieter than this has no speech to learn from
 
 
-def identity_map() -> np.ndarray:
-    q = np.tile(QUANTILES, (len(KEY_INDEX), 1)).astype(np.float32)
-    return np.stack([q, q])
-
-
-def mouth_map(pcm: np.ndarray | None, fitted: np.ndarray) -> np.ndarray:
-    """(2, K, Q): the model's quantiles on the clip's sound, then the fitted ones."""
+def mouth_gain(pcm: np.ndarray | None, fitted: np.ndarray) -> np.ndarray:
+    """(K,) gain per mouth key (mouth.KEYS): the person's std over the model's, on the clip."""
     if pcm is None or len(pcm) < SAMPLES_PER_FRAME * 50 or _peak_db(pcm) < MIN_SPEECH_DB:
-        return identity_map()
+        return np.ones(len(KEY_INDEX), np.float32)
     from engine.batch.runner import motion_track
     from engine.core.pipeline import Pipeline, motion_stages
 
     model = motion_track(Pipeline(motion_stages("dit")), pcm, motion_delay_frames("dit"))
     n = min(len(model), len(fitted))
-    ours = np.quantile(model[:n][:, KEY_INDEX], QUANTILES, axis=0).T
-    theirs = np.quantile(fitted[:n][:, KEY_INDEX], QUANTILES, axis=0).T
-    # np.interp needs rising x: a key the model never moves keeps the identity map
-    flat = np.ptp(ours, axis=1) < 1e-3
-    ours[flat], theirs[flat] = identity_map()[0][flat], identity_map()[0][flat]
-    return np.stack([np.maximum.accumulate(ours + np.arange(len(QUANTILES)) * 1e-6, axis=1),
-                     theirs]).astype(np.float32)
+    ours, theirs = model[:n][:, KEY_INDEX].std(0), fitted[:n][:, KEY_INDEX].std(0)
+    gain = np.where(ours > 1e-3, theirs / np.maximum(ours, 1e-3), 1.0)
+    return np.clip(gain, *GAIN_RANGE).astype(np.float32)
 
 
-def apply(mapping: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
-    """A motion frame with its mouth keys moved onto the person's range (other values kept)."""
+def apply(gain: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
+    """A motion frame with its mouth keys scaled (other values kept)."""
     out = coeffs.copy()
-    for k, i in enumerate(KEY_INDEX):
-        out[i] = np.interp(coeffs[i], mapping[0, k], mapping[1, k])
+    out[KEY_INDEX] *= gain
     return out
 
 

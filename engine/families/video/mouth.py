@@ -82,7 +82,7 @@ class MouthBank:
             return base_rgb
         roi = warp.copy()
         roi[:, 2] -= (x0, y0)  # warp straight into the box: a full-frame warp would cost 4x
-        patch = cv2.warpAffine(source_rgb, roi, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR,
+        patch = cv2.warpAffine(source_rgb, roi, (x1 - x0, y1 - y0), flags=cv2.INTER_CUBIC,
                                borderMode=cv2.BORDER_REPLICATE).astype(np.float32)
         mask = self._mask(dst[LOWER_FACE], src_poly, (x0, y0), (y1 - y0, x1 - x0))
         target = base_rgb[y0:y1, x0:x1].astype(np.float32)

@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.rig_fit import fill_gaps, fit_clip
-from engine.families.video.adapt import mouth_map
+from engine.families.video.adapt import mouth_gain
 from engine.families.video.clip import ClipError, ClipInfo, frames, probe, sound
 from engine.families.video.mouth import turn
 from engine.families.video.reference import SUFFIX, VideoReference, encode_jpeg
@@ -66,10 +66,10 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
     segment = segments(out_lm, scene[:n])
     jump_to, jump_cost = jump_table(out_lm, coeffs, scene[:n], segment)
     report(0.95, "learning the mouth")
-    mapping = mouth_map(sound(path), coeffs)
+    gain = mouth_gain(sound(path), coeffs)
     folder.mkdir(parents=True, exist_ok=True)
     VideoReference(jpegs[:n], out_lm, coeffs, tracked[:n], scene[:n], segment, jump_to, jump_cost,
-                   np.array([x0, y0, side, info.width, info.height]), mapping).save(target)
+                   np.array([x0, y0, side, info.width, info.height]), gain).save(target)
     report(1.0, "ready")
     return avatar_id
 

@@ -27,8 +27,7 @@ class VideoReference:
     jump_to: np.ndarray       # (T, K) int32: frames that frame t may jump to, best first
     jump_cost: np.ndarray     # (T, K) float32: how far (pixels) each jump moves the head
     crop: np.ndarray          # (5,) int: x0, y0, side in the source, then its width, height
-    mouth_map: np.ndarray     # (2, K, Q): quantiles of the motion model's mouth keys on the clip's own
-    # sound, and of the person's fitted ones (adapt.py); the model's output goes through it
+    mouth_gain: np.ndarray    # (K,): the motion model's mouth keys scaled to the person's range (adapt.py)
 
     @property
     def frames(self) -> int:

@@ -26,7 +26,6 @@ CACHE_FRAMES = 12  # decoded frames kept: the walk and the bank revisit the last
 class VideoState:
     walk: WalkState
     mouth: MouthChoice = field(default_factory=MouthChoice)
-    faded: MouthChoice = field(default_factory=MouthChoice)  # the mouth on the frame faded out of
 
 
 class VideoRenderer:
@@ -44,22 +43,23 @@ class VideoRenderer:
         return VideoState(self.walk.new_state(seed))
 
     def render(self, coeffs: np.ndarray, state: VideoState) -> np.ndarray:
-        """One RGB frame for a motion vector; advances the session's walk by a frame."""
+        """One RGB frame for a motion vector; advances the session's walk by a frame.
+
+        Across a move both moments get the same mouth (each aligned to its own frame), so the
+        cross-fade blends two heads, never two different mouths.
+        """
         pos, faded, weight = self.walk.step(state.walk)
-        coeffs = adapt.apply(self.ref.mouth_map, coeffs)
-        frame = self._mouthed(pos, coeffs, state.mouth)
+        coeffs = adapt.apply(self.ref.mouth_gain, coeffs)
+        source = self.bank.choose(coeffs, pos, state.mouth)
+        frame = self._mouthed(pos, source)
         if faded >= 0:
-            other = self._mouthed(faded, coeffs, state.faded)
-            frame = cv2.addWeighted(frame, weight, other, 1 - weight, 0)
-        else:
-            state.faded.last = -1
+            frame = cv2.addWeighted(frame, weight, self._mouthed(faded, source), 1 - weight, 0)
         return frame
 
     def render_i420(self, coeffs: np.ndarray, state: VideoState) -> np.ndarray:
         return cv2.cvtColor(self.render(coeffs, state), cv2.COLOR_RGB2YUV_I420)
 
-    def _mouthed(self, base: int, coeffs: np.ndarray, choice: MouthChoice) -> np.ndarray:
-        source = self.bank.choose(coeffs, base, choice)
+    def _mouthed(self, base: int, source: int) -> np.ndarray:
         return self.bank.composite(self._frame(base).copy(), base, self._frame(source), source)
 
     def _frame(self, t: int) -> np.ndarray:
