@@ -63,9 +63,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--avatar", type=Path, help="prepared avatar file (a .png with its landmarks, or a "
+                        ".clip.npz) for the default avatar; bench/video_avatar.py prints one")
     args = parser.parse_args()
     report = {}
-    for name, factory, speak in (("avatar", lambda: ServerProcess(env={"AVATAR_MAX_SESSIONS": "64"}), True),
+    env = {"AVATAR_MAX_SESSIONS": "64", **({"AVATAR_AVATAR": str(args.avatar)} if args.avatar else {})}
+    for name, factory, speak in (("avatar", lambda: ServerProcess(env=env), True),
                                  ("baseline_aiortc", BaselineProcess, False)):
         with factory() as proc:
             report[name] = await ramp(proc.url, args.max, args.seconds, speak)

@@ -105,9 +105,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--avatar", type=Path, help="prepared avatar file (a .png with its landmarks, or a "
+                        ".clip.npz) for the default avatar; bench/video_avatar.py prints one")
     args = parser.parse_args()
     report = {}
-    for name, factory in (("baseline_aiortc", BaselineProcess), ("avatar", ServerProcess)):
+    avatar_env = {"AVATAR_AVATAR": str(args.avatar)} if args.avatar else {}
+    for name, factory in (("baseline_aiortc", BaselineProcess), ("avatar", lambda: ServerProcess(env=avatar_env))):
         with factory() as proc:
             report[name] = await measure(proc, args.sessions, args.seconds)
     a, b = report["avatar"], report["baseline_aiortc"]

@@ -109,9 +109,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--baseline-minutes", type=float, default=2.0)
+    parser.add_argument("--avatar", type=Path, help="prepared avatar file (a .png with its landmarks, or a "
+                        ".clip.npz) for the default avatar; bench/video_avatar.py prints one")
     args = parser.parse_args()
     report = {}
-    for name, factory, minutes, speak in (("avatar", ServerProcess, args.minutes, True),
+    avatar_env = {"AVATAR_AVATAR": str(args.avatar)} if args.avatar else {}
+    for name, factory, minutes, speak in (("avatar", lambda: ServerProcess(env=avatar_env), args.minutes, True),
                                           ("baseline_aiortc", BaselineProcess, args.baseline_minutes, False)):
         with factory() as proc:
             report[name] = await soak(proc, minutes, speak)

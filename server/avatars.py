@@ -10,8 +10,10 @@ avatar of either kind is a file in the folder, so it survives a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import multiprocessing as mp
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -29,6 +31,7 @@ MAX_SIDE = 8192  # a 65535x381 strip is under MAX_PIXELS, yet no portrait
 MIN_SIDE = 128
 MAX_VIDEO_BYTES = 200 * 1024 * 1024
 MAX_PREPARING = 2  # clips prepared at once (each takes a core); more wait for a 429's Retry-After
+MAX_RECEIVING = 3  # clip uploads written to disk at once (each up to MAX_VIDEO_BYTES)
 FAILED_KEPT = 50  # failed preparations remembered for GET
 UPLOAD_SUFFIX = ".upload"
 FORMATS = {"PNG", "JPEG", "MPO"}  # MPO: a phone's multi-picture JPEG (its first picture is used)
@@ -51,6 +54,8 @@ class AvatarStore:
         self._pool: ProcessPoolExecutor | None = None
         # One upload in the helper at a time: one that crashes it fails alone.
         self._turn = asyncio.Lock()
+        self._receiving = 0  # clips being written to disk now
+        self._settling: set[asyncio.Task] = set()  # held: the loop keeps only weak references
 
     def path(self, avatar_id: object) -> Path:
         if isinstance(avatar_id, str) and avatar_id in self.preparing:
@@ -95,6 +100,18 @@ class AvatarStore:
             self.paths[avatar_id] = self.folder / f"{avatar_id}.png"
         return avatar_id
 
+    @contextlib.contextmanager
+    def receiving(self) -> Iterator[None]:
+        """A clip upload in flight: at most MAX_RECEIVING at once, so uploads cannot fill the disk."""
+        if self._receiving >= MAX_RECEIVING:
+            raise ApiError(429, "busy_uploading", f"{MAX_RECEIVING} clips are being uploaded; try again shortly",
+                           {"Retry-After": "30"})
+        self._receiving += 1
+        try:
+            yield
+        finally:
+            self._receiving -= 1
+
     def upload_path(self, token: str) -> Path:
         """Where an arriving clip is written (removed by a restart if left behind)."""
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -116,7 +133,9 @@ class AvatarStore:
             prep = Preparation(digest, clip)
             await video_avatars.start(prep, self.folder, self.size)  # on a 422 it has removed the clip
             self.preparing[digest] = prep
-            asyncio.get_running_loop().create_task(self._settle(prep))
+            task = asyncio.get_running_loop().create_task(self._settle(prep))
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
         return prep.describe()
 
     async def _settle(self, prep: Preparation) -> None:

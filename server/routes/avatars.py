@@ -37,7 +37,8 @@ async def avatars_add(request: web.Request) -> web.Response:
     if request.content_type.startswith("multipart/"):
         part = await _first_file_part(request)
         if _is_video(part):
-            clip, digest = await _save_video(part, server.avatars.upload_path(secrets.token_hex(8)))
+            with server.avatars.receiving():
+                clip, digest = await _save_video(part, server.avatars.upload_path(secrets.token_hex(8)))
             described = await server.avatars.add_video(clip, digest)
             return web.json_response(described, status=200 if described["status"] == "ready" else 202)
         data = await _read_image(part)
@@ -106,6 +107,9 @@ async def _save_video(part: BodyPartReader, path: Path) -> tuple[Path, str]:
     except TimeoutError:
         path.unlink(missing_ok=True)
         raise ApiError(408, "body_timeout", "the upload stopped arriving") from None
+    except OSError as exc:  # the disk is full: not the client's fault, and nothing is kept
+        path.unlink(missing_ok=True)
+        raise ApiError(507, "storage_full", f"the server cannot store the clip ({exc.strerror})") from None
     except BaseException:
         path.unlink(missing_ok=True)
         raise

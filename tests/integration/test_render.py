@@ -76,3 +76,31 @@ def test_bad_inputs_get_one_line_and_a_nonzero_exit(tmp_path, name, content):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert len(lines) == 1 and lines[0].startswith("avatar-render: ")
     assert not out.exists() and not list(tmp_path.glob("*.part"))
+
+
+def test_a_clip_as_the_avatar_renders_the_person_with_a_progress_line(tmp_path, jfk_pcm48):
+    """`--avatar clip.mp4`: prepared once (a progress line), cached by content, and the
+    output shows the person of the clip (their own pixels) with a moving mouth."""
+    import os
+
+    from engine.families.video.tracking import frames_opening
+    from tests.video import nearest_clip_frame_error, person_clip, prepared_crop
+
+    clip = person_clip(tmp_path / "me.mp4")
+    out = tmp_path / "talk.mp4"
+    env = {**os.environ, "HOME": str(tmp_path)}  # the avatar cache lives under HOME
+    args = [sys.executable, "-m", "engine.batch.render", "--audio", str(SHARED_DATA / "jfk.flac"),
+            "--avatar", str(clip), "--out", str(out)]
+    first = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "preparing me.mp4" in first.stderr and "100% ready" in first.stderr
+    again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0 and "tracking the face" not in again.stderr  # cached by content
+    with av.open(str(out)) as c:
+        frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    assert len(frames) == 276 and frames[0].shape == (512, 512, 3)
+    folder = tmp_path / ".cache" / "avatar-server" / "avatars"
+    (prepared,) = folder.glob("*.clip.npz")
+    crop = prepared_crop(folder, prepared.name.split(".")[0])
+    assert nearest_clip_frame_error(frames[100], clip, crop) < 8
+    assert np.std(frames_opening(frames)) > 0.02, "the mouth does not move"
