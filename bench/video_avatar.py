@@ -4,7 +4,8 @@
 
 Prints JSON:
 - prepare: seconds to prepare a 59 s clip of a real person (GRID s1's first 20 takes,
-  joined), beside the baseline of decoding that clip once;
+  joined, 360x288), beside the baseline of decoding that clip once; prepare_720p the same
+  for a minute at 1280x720 (the address's five sentences, four times over);
 - render: ms per 512x512 I420 frame of the video avatar (walk, mouth bank, composite),
   beside the portrait renderer's on the default avatar, one core;
 - sheets: contact sheets (PNG) of the video avatar saying jfk.flac and a held-out GRID
@@ -45,11 +46,12 @@ from training.video.clips import join_clips  # noqa: E402
 from training.video.reenact import contact_sheet  # noqa: E402
 
 GRID = sorted((SHARED_DATA / "real-talking" / "grid-s1").glob("*.mp4"))
+ADDRESS = sorted((SHARED_DATA / "real-talking" / "obama-weekly-address").glob("*.mp4"))  # 1280x720
 
 
-def prepare(out: Path) -> tuple[Path, dict]:
-    clip = out / "grid-s1-minute.mp4"
-    frame_count, _ = join_clips(GRID[:20], clip)
+def prepare(out: Path, name: str, takes: list[Path]) -> tuple[Path, dict]:
+    clip = out / f"{name}.mp4"
+    frame_count, _ = join_clips(takes, clip)
     started = time.perf_counter()
     sum(1 for _ in frames(clip))
     decode_s = time.perf_counter() - started
@@ -109,10 +111,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "video-bench")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    avatar, prep = prepare(args.out)
+    avatar, prep = prepare(args.out, "grid-s1-minute", GRID[:20])
+    _, prep_720p = prepare(args.out, "address-720p-minute", ADDRESS * 4)
     written, coeffs = sheets(avatar, args.out)
-    print(json.dumps({"prepare": prep, "render": render_speed(avatar, coeffs), "sheets": written,
-                      "avatar": str(avatar)}, indent=2))
+    print(json.dumps({"prepare": prep, "prepare_720p": prep_720p, "render": render_speed(avatar, coeffs),
+                      "sheets": written, "avatar": str(avatar)}, indent=2))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,10 +49,11 @@ class Preparation:
 
 async def start(prep: Preparation, folder: Path, size: int) -> None:
     """Start the helper and wait for its quick check: 422 (and nothing left behind) if the clip fails it."""
+    nice = ["nice", "-n", str(NICE)] if shutil.which("nice") else []  # (preexec_fn is unsafe with threads)
     prep.process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "engine.families.video.prepare", str(prep.clip), "--folder", str(folder),
+        *nice, sys.executable, "-m", "engine.families.video.prepare", str(prep.clip), "--folder", str(folder),
         "--size", str(size), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, preexec_fn=lambda: os.nice(NICE), env=_helper_env())
+        stderr=asyncio.subprocess.DEVNULL, env=_helper_env())
     try:
         first = await asyncio.wait_for(_message(prep.process), CHECK_TIMEOUT_S)
     except TimeoutError:

@@ -23,7 +23,7 @@ class ReadyEvent:
 @dataclass
 class OpenSessionRequest:
     session_id: str
-    avatar: str  # path to a prepared portrait
+    avatar: str  # path to a prepared avatar: a portrait .png or a video .clip.npz
     seed: int
 
 

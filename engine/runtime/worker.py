@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -35,6 +36,9 @@ from engine.runtime.ipc import (
 log = logging.getLogger("engine.runtime.worker")
 
 
+IDLE_PIPELINES = 2
+
+
 @dataclass
 class Placed:
     """A session on this worker: its avatar (which Pipeline) and its RollingState."""
@@ -49,16 +53,28 @@ class EngineWorker:
     def __init__(self, index: int, conn: Connection, ring_name: str, config: EngineConfig):
         self.index, self.conn, self.config = index, conn, config
         self.ring = FrameRing(config.size, config.ring_slots, ring_name)
-        self.pipelines: dict[str, Pipeline] = {}  # by avatar path: analysis is per avatar, not per session
+        # by avatar path: analysis is per avatar, not per session; most recently used last
+        self.pipelines: OrderedDict[str, Pipeline] = OrderedDict()
         self.sessions: dict[str, Placed] = {}
+        self.preload = config.preload_avatar or str(DEFAULT_AVATAR)
 
     def pipeline(self, avatar: str) -> Pipeline:
         if avatar not in self.pipelines:
             self.pipelines[avatar] = Pipeline.for_avatar(Path(avatar), self.config.motion)
+            self.forget_idle()
+        self.pipelines.move_to_end(avatar)
         return self.pipelines[avatar]
 
+    def forget_idle(self) -> None:
+        """Keep the avatars in use, the preloaded one and IDLE_PIPELINES more: a video
+        avatar holds its clip (about 55 MB a minute), so idle ones must not pile up."""
+        used = {p.avatar for p in self.sessions.values()} | {self.preload}
+        idle = [a for a in self.pipelines if a not in used]
+        for avatar in idle[: max(0, len(idle) - IDLE_PIPELINES)]:
+            del self.pipelines[avatar]
+
     def serve(self) -> None:
-        self.pipeline(self.config.preload_avatar or str(DEFAULT_AVATAR))
+        self.pipeline(self.preload)
         self.conn.send(ReadyEvent(self.index, os.getpid()))
         while True:
             message = self.conn.recv()
@@ -75,6 +91,7 @@ class EngineWorker:
                 self.render(message)
             elif isinstance(message, CloseSessionRequest):
                 self.sessions.pop(session, None)
+                self.forget_idle()
         except NoFaceError as exc:
             self.conn.send(SessionErrorEvent(session, "bad_avatar", str(exc)))
         except Exception as exc:  # one broken session must not take the worker down

@@ -164,3 +164,34 @@ def test_rendering_follows_the_jaw_and_holds_the_frame_rate_budget(prepared):
     steps = np.abs(np.diff(np.array([f.astype(np.float32).mean() for f in frames])))
     assert steps.max() < 4, "a visible jump in the picture"
     assert np.all(np.isfinite(STABLE))
+
+
+def test_a_worker_keeps_only_the_avatars_in_use_and_a_few_idle_ones(prepared, tmp_path, monkeypatch):
+    """A video avatar holds its clip in memory: a worker that served many must not keep them all."""
+    import shutil
+    from multiprocessing import Pipe
+
+    from engine.config import EngineConfig
+    from engine.runtime import worker as worker_module
+    from engine.runtime.ipc import CloseSessionRequest, FrameRing, OpenSessionRequest
+
+    ring = FrameRing(512, 4)
+    ours, theirs = Pipe()
+    try:
+        w = worker_module.EngineWorker(0, theirs, ring.shm.name, EngineConfig(ring_slots=4))
+        copies = []
+        for i in range(5):
+            copy = tmp_path / f"copy{i}{SUFFIX}"
+            shutil.copy(prepared, copy)
+            copies.append(str(copy))
+            w.handle(OpenSessionRequest(f"s{i}", str(copy), i))
+            if i != 1:
+                w.handle(CloseSessionRequest(f"s{i}"))
+        kept = set(w.pipelines)
+        assert copies[1] in kept, "an avatar with a live session is kept"
+        assert len(kept - {copies[1]}) <= worker_module.IDLE_PIPELINES
+        assert copies[4] in kept, "the most recent idle ones are the ones kept"
+        w.ring.shm.close()
+    finally:
+        ring.shm.close()
+        ring.shm.unlink()
