@@ -11,7 +11,10 @@ rendered frames and the real footage of the same clips, cut to the avatar's own 
   (the source's audio/video offset is taken out first, as in the lip-sync evaluation);
 - amplitude: median over clips of std(ours) / std(real);
 - face_found: share of rendered frames in which mediapipe finds the face;
-- sharpness: mean variance of the Laplacian of the mouth region, ours over real's;
+- sharpness: mean variance of the Laplacian of the mouth region, ours over the held-out
+  footage's; sharpness_vs_clip: ours over the avatar's own clip's (where the held-out
+  footage is another shot, at another zoom, as in the address, only this one compares
+  like with like);
 - head_jump: the largest frame-to-frame move of the head points in our frames, against
   the 99th percentile of the real footage's (both in output pixels).
 """
@@ -27,6 +30,7 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.rig_fit import STABLE, mouth_opening
+from engine.families.video.mouth import sharpness
 from engine.families.video.prepare import prepare_clip
 from engine.families.video.reference import SUFFIX, VideoReference
 from engine.families.video.renderer import VideoRenderer
@@ -63,18 +67,8 @@ def cases(root: Path = REAL_TALKING) -> list[Case]:
 
 
 def mouth_sharpness(frames: list[np.ndarray], landmarks: np.ndarray) -> float:
-    """Mean variance of the Laplacian over each frame's mouth box (lips and a margin)."""
-    out = []
-    for rgb, lm in zip(frames, landmarks):
-        if not np.isfinite(lm[0, 0]):
-            continue
-        lips = lm[[61, 291, 0, 17]]
-        margin = 0.3 * np.linalg.norm(lips[1] - lips[0])
-        x0, y0 = np.maximum(0, lips.min(0) - margin).astype(int)
-        x1, y1 = (lips.max(0) + margin).astype(int)
-        grey = cv2.cvtColor(rgb[y0:y1, x0:x1], cv2.COLOR_RGB2GRAY)
-        if grey.size:
-            out.append(float(cv2.Laplacian(grey, cv2.CV_64F).var()))
+    """Mean mouth sharpness (mouth.sharpness) over the frames where a face was found."""
+    out = [sharpness(rgb, lm) for rgb, lm in zip(frames, landmarks) if np.isfinite(lm[0, 0])]
     return float(np.mean(out)) if out else 0.0
 
 
@@ -121,11 +115,16 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
         start += n
     real_p99 = float(np.percentile(np.concatenate(real_steps + [head_steps(ref.landmarks)]), 99))
     steps = head_steps(ours_lm)
+    # the clip's own frames in the shot the walk keeps to (another shot may be zoomed otherwise)
+    home = np.flatnonzero(renderer.walk.home)
+    sample = home[np.linspace(0, len(home) - 1, min(200, len(home))).round().astype(int)]
+    sharp_clip = mouth_sharpness([ref.decode(int(i)) for i in sample], ref.landmarks[sample])
     result = {"case": case.name, "avatar_seconds": round(ref.frames / 25, 1), "driven_clips": len(real),
               "av_offset_frames": offset, "corr": round(float(np.mean(corr)), 3),
               "amplitude": round(float(np.median(ratio)), 3),
               "face_found": round(float(np.isfinite(ours_lm[:, 0, 0]).mean()), 4),
               "sharpness_ratio": round(float(np.mean(sharp_ours) / max(np.mean(sharp_real), 1e-6)), 3),
+              "sharpness_vs_clip": round(float(np.mean(sharp_ours) / max(sharp_clip, 1e-6)), 3),
               "head_jump_max_px": round(float(steps.max()), 2), "real_head_step_p99_px": round(real_p99, 2),
               "head_jump_ratio": round(float(steps.max() / max(real_p99, 1e-6)), 2)}
     log(json.dumps(result))
@@ -160,7 +159,7 @@ def by_person(results: list[dict]) -> dict:
     people: dict[str, list[dict]] = {}
     for r in results:
         people.setdefault(r["case"].split("-")[0], []).append(r)
-    keys = ("corr", "amplitude", "face_found", "sharpness_ratio", "head_jump_ratio")
+    keys = ("corr", "amplitude", "face_found", "sharpness_ratio", "sharpness_vs_clip", "head_jump_ratio")
     return {p: {k: round(float(np.mean([r[k] for r in rs])), 3) for k in keys} | {"cases": len(rs)}
             for p, rs in people.items()}
 

@@ -26,11 +26,23 @@ KEY_WEIGHT = np.array(list(KEYS.values()), np.float32)
 TURN_WEIGHT = 1.5  # a yaw difference of 0.1 (nose offset over face width) costs as much as 0.15 jaw
 STAY_BONUS = 0.04  # the next frame of the last choice wins ties: real motion plays on
 SCENE_COST = 10.0  # a mouth from another shot of an edited clip: only when its own has none
+BLUR_COST = 0.1  # as much as 0.1 of jaw opening, for a mouth with no detail at all
 SHORTLIST = 24
 MAX_SHIFT = 12.0  # grey levels the seam match may move the patch
 # The lower face, from under the nose round the jaw (mediapipe mesh ids).
 LOWER_FACE = [205, 36, 98, 2, 327, 266, 425, 411, 416, 367, 397, 365, 379, 378, 400, 377, 152, 148, 176, 149,
               150, 136, 138, 192, 187]
+
+
+def sharpness(rgb: np.ndarray, lm: np.ndarray) -> float:
+    """Variance of the Laplacian over the mouth (lips and a margin of 0.3 mouth widths): how
+    much fine detail (teeth, lip edges) a frame's mouth shows; motion blur lowers it."""
+    lips = lm[[61, 291, 0, 17]]
+    margin = 0.3 * np.linalg.norm(lips[1] - lips[0])
+    x0, y0 = np.maximum(0, lips.min(0) - margin).astype(int)
+    x1, y1 = (lips.max(0) + margin).astype(int)
+    grey = cv2.cvtColor(np.ascontiguousarray(rgb[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY)
+    return float(cv2.Laplacian(grey, cv2.CV_64F).var()) if grey.size else 0.0
 
 
 def turn(landmarks: np.ndarray) -> np.ndarray:
@@ -45,9 +57,14 @@ class MouthChoice:
 
 
 class MouthBank:
-    def __init__(self, landmarks: np.ndarray, coeffs: np.ndarray, tracked: np.ndarray, scene: np.ndarray):
+    def __init__(self, landmarks: np.ndarray, coeffs: np.ndarray, tracked: np.ndarray, scene: np.ndarray,
+                 detail: np.ndarray | None = None):
         self.landmarks, self.scene = landmarks, scene
         self.frames = np.flatnonzero(tracked)
+        # A blurred mouth (motion blur mid-syllable) costs up to BLUR_COST: of two alike the
+        # sharper one wins. `detail` is each frame's sharpness() over its shot's median.
+        blur = np.clip(1 - (detail if detail is not None else np.ones(len(landmarks))), 0, 1)
+        self.blur_cost = BLUR_COST * blur[self.frames]
         self.keys = coeffs[self.frames][:, KEY_INDEX] * KEY_WEIGHT
         self.turns = turn(landmarks)
         self.face_w = float(np.median(np.ptp(landmarks[:, [234, 454], 0], axis=1)))
@@ -58,6 +75,7 @@ class MouthBank:
         d = np.sqrt(((self.keys - key) ** 2).sum(1))
         d += TURN_WEIGHT * np.abs(self.turns[self.frames] - self.turns[base])
         d += SCENE_COST * (self.scene[self.frames] != self.scene[base])
+        d += self.blur_cost
         short = np.argpartition(d, min(SHORTLIST, len(d) - 1))[:SHORTLIST]
         cost = d[short] - STAY_BONUS * (self.frames[short] == state.last + 1)
         state.last = int(self.frames[short[np.argmin(cost)]])

@@ -20,7 +20,7 @@ import numpy as np
 from engine.families.portrait.rig_fit import fill_gaps, fit_clip
 from engine.families.video.adapt import mouth_gain
 from engine.families.video.clip import ClipError, ClipInfo, frames, probe, sound
-from engine.families.video.mouth import turn
+from engine.families.video.mouth import sharpness, turn
 from engine.families.video.reference import SUFFIX, VideoReference, encode_jpeg
 from engine.families.video.tracking import POINTS, FaceCounter, FaceTracker
 from engine.families.video.walk import jump_table, segments
@@ -57,10 +57,11 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
     info = probe(path)
     landmarks, tracked, scene = track(path, info, lambda s: report(0.05 + 0.45 * s, "tracking the face"))
     crop = framing(landmarks[tracked], info)
-    jpegs = cut(path, crop, size, info, lambda s: report(0.5 + 0.4 * s, "cutting frames"))
-    n = min(len(jpegs), len(landmarks))
     x0, y0, side = crop
-    out_lm = ((landmarks[:n] - (x0, y0)) * (size / side)).astype(np.float32)
+    out_lm = ((landmarks - (x0, y0)) * (size / side)).astype(np.float32)
+    jpegs, sharp = cut(path, crop, size, out_lm, info, lambda s: report(0.5 + 0.4 * s, "cutting frames"))
+    n = min(len(jpegs), len(landmarks))
+    out_lm = out_lm[:n]
     report(0.92, "fitting the face")
     coeffs = fit_clip(out_lm)
     segment = segments(out_lm, scene[:n])
@@ -69,7 +70,7 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
     gain = mouth_gain(sound(path), coeffs)
     folder.mkdir(parents=True, exist_ok=True)
     VideoReference(jpegs[:n], out_lm, coeffs, tracked[:n], scene[:n], segment, jump_to, jump_cost,
-                   np.array([x0, y0, side, info.width, info.height]), gain).save(target)
+                   np.array([x0, y0, side, info.width, info.height]), gain, detail(sharp[:n], scene[:n])).save(target)
     report(1.0, "ready")
     return avatar_id
 
@@ -148,17 +149,29 @@ def framing(lm: np.ndarray, info: ClipInfo) -> tuple[int, int, int]:
     return x0, y0, side
 
 
-def cut(path: Path, crop: tuple[int, int, int], size: int, info: ClipInfo,
-        progress: Callable[[float], None]) -> list[bytes]:
-    """Every frame cut to the crop, as JPEG."""
+def cut(path: Path, crop: tuple[int, int, int], size: int, landmarks: np.ndarray, info: ClipInfo,
+        progress: Callable[[float], None]) -> tuple[list[bytes], np.ndarray]:
+    """Every frame cut to the crop, as JPEG, and the sharpness of its mouth."""
     x0, y0, side = crop
-    out = []
+    out, sharp = [], []
     for i, rgb in enumerate(frames(path, lambda f: cv2.resize(f[y0:y0 + side, x0:x0 + side], (size, size),
                                                                interpolation=cv2.INTER_AREA if side > size
                                                                else cv2.INTER_CUBIC))):
+        if i >= len(landmarks):
+            break
         out.append(encode_jpeg(rgb))
+        sharp.append(sharpness(rgb, landmarks[i]))
         if i % 25 == 0:
             progress(min(1.0, i / max(info.frames, 1)))
+    return out, np.array(sharp, np.float32)
+
+
+def detail(sharp: np.ndarray, scene: np.ndarray) -> np.ndarray:
+    """Each frame's mouth sharpness over the median of its shot's (shots differ in zoom and focus)."""
+    out = np.ones(len(sharp), np.float32)
+    for shot in np.unique(scene):
+        mine = scene == shot
+        out[mine] = sharp[mine] / max(float(np.median(sharp[mine])), 1e-6)
     return out
 
 

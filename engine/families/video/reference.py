@@ -28,6 +28,7 @@ class VideoReference:
     jump_cost: np.ndarray     # (T, K) float32: how far (pixels) each jump moves the head
     crop: np.ndarray          # (5,) int: x0, y0, side in the source, then its width, height
     mouth_gain: np.ndarray    # (K,): the motion model's mouth keys scaled to the person's range (adapt.py)
+    detail: np.ndarray        # (T,): each frame's mouth sharpness over its shot's median (mouth.sharpness)
 
     @property
     def frames(self) -> int:

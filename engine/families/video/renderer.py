@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from engine.families.portrait.rig_fit import STABLE, similarity
 from engine.families.video import adapt
 from engine.families.video.mouth import MouthBank, MouthChoice
 from engine.families.video.reference import VideoReference
@@ -34,7 +35,8 @@ class VideoRenderer:
     def __init__(self, reference: VideoReference):
         self.ref = reference
         self.size = reference.size
-        self.bank = MouthBank(reference.landmarks, reference.coeffs, reference.tracked, reference.scene)
+        self.bank = MouthBank(reference.landmarks, reference.coeffs, reference.tracked, reference.scene,
+                               reference.detail)
         self.walk = ClipWalk(reference.jump_to, reference.jump_cost, reference.scene, reference.segment,
                              smooth_threshold(reference.landmarks))
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
@@ -52,9 +54,19 @@ class VideoRenderer:
         coeffs = adapt.apply(self.ref.mouth_gain, coeffs)
         source = self.bank.choose(coeffs, pos, state.mouth)
         frame = self._mouthed(pos, source)
-        if faded >= 0:
-            frame = cv2.addWeighted(frame, weight, self._mouthed(faded, source), 1 - weight, 0)
-        return frame
+        if faded < 0:
+            return frame
+        # A morph, not a plain cross-fade: each side is moved part of the way onto the other's
+        # head (a similarity on the points the mouth does not move), so two heads a few
+        # pixels apart slide into one instead of showing double.
+        other = self._mouthed(faded, source)
+        to_pos = similarity(self.ref.landmarks[faded][STABLE].astype(np.float64),
+                            self.ref.landmarks[pos][STABLE].astype(np.float64))
+        to_faded = similarity(self.ref.landmarks[pos][STABLE].astype(np.float64),
+                              self.ref.landmarks[faded][STABLE].astype(np.float64))
+        frame = _partial_warp(frame, to_faded, 1 - weight)
+        other = _partial_warp(other, to_pos, weight)
+        return cv2.addWeighted(frame, weight, other, 1 - weight, 0)
 
     def render_i420(self, coeffs: np.ndarray, state: VideoState) -> np.ndarray:
         return cv2.cvtColor(self.render(coeffs, state), cv2.COLOR_RGB2YUV_I420)
@@ -71,3 +83,13 @@ class VideoRenderer:
         if len(self._cache) > CACHE_FRAMES:
             self._cache.popitem(last=False)
         return frame
+
+
+def _partial_warp(rgb: np.ndarray, transform: tuple[float, float, np.ndarray], share: float) -> np.ndarray:
+    """rgb moved `share` of the way along a similarity (scale, angle, shift): 0 is no move."""
+    scale, angle, shift = transform
+    s, a = 1 + share * (scale - 1), share * angle
+    matrix = np.array([[s * np.cos(a), -s * np.sin(a), share * shift[0]],
+                       [s * np.sin(a), s * np.cos(a), share * shift[1]]], np.float32)
+    return cv2.warpAffine(rgb, matrix, (rgb.shape[1], rgb.shape[0]), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_REPLICATE)
