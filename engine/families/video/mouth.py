@@ -34,6 +34,22 @@ LOWER_FACE = [205, 36, 98, 2, 327, 266, 425, 411, 416, 367, 397, 365, 379, 378, 
               150, 136, 138, 192, 187]
 
 
+Similarity = tuple[float, float, np.ndarray]  # scale, angle, shift (rig_fit.similarity)
+
+
+def head_similarity(src: np.ndarray, dst: np.ndarray) -> Similarity:
+    """The similarity moving one frame's head onto another's, on the points the mouth does not move."""
+    return similarity(src[STABLE].astype(np.float64), dst[STABLE].astype(np.float64))
+
+
+def affine(transform: Similarity, share: float = 1.0) -> np.ndarray:
+    """The (2, 3) matrix of a similarity taken `share` of the way (0: no move)."""
+    scale, angle, shift = transform
+    s, a = 1 + share * (scale - 1), share * angle
+    return np.array([[s * np.cos(a), -s * np.sin(a), share * shift[0]],
+                     [s * np.sin(a), s * np.cos(a), share * shift[1]]], np.float32)
+
+
 def sharpness(rgb: np.ndarray, lm: np.ndarray) -> float:
     """Variance of the Laplacian over the mouth (lips and a margin of 0.3 mouth widths): how
     much fine detail (teeth, lip edges) a frame's mouth shows; motion blur lowers it."""
@@ -86,10 +102,7 @@ class MouthBank:
         if source == base:
             return base_rgb
         dst = self.landmarks[base]
-        scale, angle, shift = similarity(self.landmarks[source][STABLE].astype(np.float64),
-                                         dst[STABLE].astype(np.float64))
-        c, s = np.cos(angle) * scale, np.sin(angle) * scale
-        warp = np.array([[c, -s, shift[0]], [s, c, shift[1]]], np.float32)
+        warp = affine(head_similarity(self.landmarks[source], dst))
         src_poly = self.landmarks[source][LOWER_FACE] @ warp[:, :2].T + warp[:, 2]
         poly = np.vstack([dst[LOWER_FACE], src_poly])
         pad = 0.08 * self.face_w

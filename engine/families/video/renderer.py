@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from engine.families.portrait.rig_fit import STABLE, similarity
 from engine.families.video import adapt
-from engine.families.video.mouth import MouthBank, MouthChoice
+from engine.families.video.mouth import MouthBank, MouthChoice, affine, head_similarity
 from engine.families.video.reference import VideoReference
 from engine.families.video.walk import ClipWalk, WalkState, smooth_threshold
 
@@ -60,12 +59,9 @@ class VideoRenderer:
         # head (a similarity on the points the mouth does not move), so two heads a few
         # pixels apart slide into one instead of showing double.
         other = self._mouthed(faded, source)
-        to_pos = similarity(self.ref.landmarks[faded][STABLE].astype(np.float64),
-                            self.ref.landmarks[pos][STABLE].astype(np.float64))
-        to_faded = similarity(self.ref.landmarks[pos][STABLE].astype(np.float64),
-                              self.ref.landmarks[faded][STABLE].astype(np.float64))
-        frame = _partial_warp(frame, to_faded, 1 - weight)
-        other = _partial_warp(other, to_pos, weight)
+        lm = self.ref.landmarks
+        frame = _warp(frame, affine(head_similarity(lm[pos], lm[faded]), 1 - weight))
+        other = _warp(other, affine(head_similarity(lm[faded], lm[pos]), weight))
         return cv2.addWeighted(frame, weight, other, 1 - weight, 0)
 
     def render_i420(self, coeffs: np.ndarray, state: VideoState) -> np.ndarray:
@@ -85,11 +81,6 @@ class VideoRenderer:
         return frame
 
 
-def _partial_warp(rgb: np.ndarray, transform: tuple[float, float, np.ndarray], share: float) -> np.ndarray:
-    """rgb moved `share` of the way along a similarity (scale, angle, shift): 0 is no move."""
-    scale, angle, shift = transform
-    s, a = 1 + share * (scale - 1), share * angle
-    matrix = np.array([[s * np.cos(a), -s * np.sin(a), share * shift[0]],
-                       [s * np.sin(a), s * np.cos(a), share * shift[1]]], np.float32)
+def _warp(rgb: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return cv2.warpAffine(rgb, matrix, (rgb.shape[1], rgb.shape[0]), flags=cv2.INTER_LINEAR,
                           borderMode=cv2.BORDER_REPLICATE)
