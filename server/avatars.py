@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import logging
 import multiprocessing as mp
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -20,11 +21,13 @@ from pathlib import Path
 
 from engine.families.portrait.avatar import NoFaceError, cache_path, prepare_upload
 from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
+from engine.families.video.reference import StaleReference, check_format
 
 from . import video_avatars
 from .errors import ApiError
 from .video_avatars import Preparation
 
+log = logging.getLogger("server.avatars")
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_PIXELS = 25_000_000
 MAX_SIDE = 8192  # a 65535x381 strip is under MAX_PIXELS, yet no portrait
@@ -49,7 +52,8 @@ class AvatarStore:
             for stale in [*folder.glob(f"*{UPLOAD_SUFFIX}"), *folder.glob("*.part.npz")]:
                 stale.unlink(missing_ok=True)  # a restart while uploading or preparing
             photos = [p for p in folder.glob("*.png") if cache_path(p).exists()]
-            for path in sorted(photos + list(folder.glob(f"*{CLIP_SUFFIX}")), key=lambda p: p.stat().st_mtime)[-limit:]:
+            clips = [p for p in folder.glob(f"*{CLIP_SUFFIX}") if _current(p)]
+            for path in sorted(photos + clips, key=lambda p: p.stat().st_mtime)[-limit:]:
                 self.paths[path.name.split(".")[0]] = path
         self._pool: ProcessPoolExecutor | None = None
         # One upload in the helper at a time: one that crashes it fails alone.
@@ -170,6 +174,17 @@ class AvatarStore:
         await asyncio.gather(*(video_avatars.stop(p) for p in self.preparing.values()), return_exceptions=True)
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
+
+
+def _current(path: Path) -> bool:
+    """A prepared clip this version can read; an older one is removed (its clip must be uploaded again)."""
+    try:
+        check_format(path)
+        return True
+    except StaleReference as exc:
+        log.warning("removing video avatar %s: %s", path.name, exc)
+        path.unlink(missing_ok=True)
+        return False
 
 
 def check_image_header(data: bytes) -> None:

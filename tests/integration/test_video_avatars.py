@@ -159,3 +159,14 @@ async def test_deleting_an_avatar_while_it_is_prepared_stops_it_and_leaves_nothi
                 assert res.status == 404
         await asyncio.sleep(1)
         assert sorted(p.name for p in (tmp_path / "avatars").iterdir()) == []
+
+
+async def test_a_damaged_or_old_prepared_file_is_dropped_at_start_not_served(tmp_path):
+    (tmp_path / "0123456789abcdef.clip.npz").write_bytes(b"not a zip file")
+    np.savez(tmp_path / "fedcba9876543210.clip.npz", crop=np.zeros(5))  # no format: an older version's
+    with ServerProcess(env={"AVATAR_AVATARS_DIR": str(tmp_path)}) as server:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.url + "/v1/avatars") as res:
+                ids = [a["avatar_id"] for a in await res.json()]
+    assert ids == ["default"]
+    assert not list(tmp_path.glob("*.clip.npz"))

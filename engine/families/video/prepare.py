@@ -21,7 +21,7 @@ from engine.families.portrait.rig_fit import fill_gaps, fit_clip
 from engine.families.video.adapt import mouth_gain
 from engine.families.video.clip import ClipError, ClipInfo, frames, probe, sound
 from engine.families.video.mouth import sharpness, turn
-from engine.families.video.reference import SUFFIX, VideoReference, encode_jpeg
+from engine.families.video.reference import SUFFIX, StaleReference, VideoReference, check_format, encode_jpeg
 from engine.families.video.tracking import POINTS, FaceCounter, FaceTracker
 from engine.families.video.walk import jump_table, segments
 
@@ -51,7 +51,7 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
     report = progress or (lambda share, stage: None)
     avatar_id = clip_digest(path)
     target = folder / f"{avatar_id}{SUFFIX}"
-    if target.exists():
+    if target.exists() and _current(target):
         report(1.0, "ready")
         return avatar_id
     info = probe(path)
@@ -73,6 +73,14 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
                    np.array([x0, y0, side, info.width, info.height]), gain, detail(sharp[:n], scene[:n])).save(target)
     report(1.0, "ready")
     return avatar_id
+
+
+def _current(path: Path) -> bool:
+    try:
+        check_format(path)
+        return True
+    except StaleReference:  # another version's file, or a damaged one: prepare it again
+        return False
 
 
 def track(path: Path, info: ClipInfo, progress: Callable[[float], None]

@@ -7,6 +7,7 @@ walk's jump table. Everything a worker needs to render, nothing it must compute.
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -14,6 +15,11 @@ import cv2
 import numpy as np
 
 SUFFIX = ".clip.npz"
+FORMAT = 1  # raised whenever the fields change: an older file is prepared again, not misread
+
+
+class StaleReference(ValueError):
+    """A file prepared by another version of the format."""
 
 
 @dataclass(frozen=True)
@@ -49,15 +55,29 @@ class VideoReference:
         lengths = np.array([len(j) for j in self.jpegs], np.int64)
         arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "jpegs"}
         partial = path.with_name(path.name + ".part.npz")
-        np.savez(partial, jpeg=np.frombuffer(b"".join(self.jpegs), np.uint8), lengths=lengths, **arrays)
+        np.savez(partial, jpeg=np.frombuffer(b"".join(self.jpegs), np.uint8), lengths=lengths,
+                 format=np.array(FORMAT), **arrays)
         partial.replace(path)
 
     @classmethod
     def load(cls, path: Path) -> VideoReference:
+        check_format(path)
         with np.load(path) as d:
             blob, ends = d["jpeg"].tobytes(), np.cumsum(d["lengths"])
             jpegs = [blob[a:b] for a, b in zip(np.concatenate([[0], ends[:-1]]), ends)]
             return cls(jpegs, **{f.name: d[f.name] for f in fields(cls) if f.name != "jpegs"})
+
+
+def check_format(path: Path) -> None:
+    """Raise StaleReference unless the file is of this FORMAT (reads one small member)."""
+    try:
+        with np.load(path) as d:
+            found = int(d["format"]) if "format" in d.files else 0
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise StaleReference(f"{path.name} cannot be read ({exc})") from None
+    if found != FORMAT:
+        raise StaleReference(f"{path.name} was prepared by another version (format {found}, not {FORMAT}); "
+                             "upload the clip again")
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int = 92) -> bytes:
