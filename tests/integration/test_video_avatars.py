@@ -145,13 +145,17 @@ async def test_unusable_clips_get_a_422_that_says_why(server, tmp_path, make, co
     assert len(body["error"]["message"]) > 20
 
 
-async def test_deleting_an_avatar_while_it_is_prepared_stops_it_and_leaves_nothing(tmp_path):
+async def test_an_avatar_being_prepared_refuses_sessions_and_deleting_it_leaves_nothing(tmp_path):
     long_clip = tmp_path / "long.mp4"
     frames, pcm = read_clip(CREMA[0])
     write_clip((frames[i % len(frames)] for i in range(60 * 25)), long_clip)  # a minute: prepared for a while
     with ServerProcess(env={"AVATAR_AVATARS_DIR": str(tmp_path / "avatars")}) as server:
         code, body = await upload(server.url, long_clip)
         assert code == 202, body
+        viewer = AvatarViewer(server.url, avatar=body["avatar_id"])
+        with pytest.raises(RuntimeError, match="409.*avatar_not_ready"):
+            await viewer.connect()  # a session cannot start on an avatar still being prepared
+        await viewer.close(delete=False)
         async with aiohttp.ClientSession() as http:
             async with http.delete(f"{server.url}/v1/avatars/{body['avatar_id']}") as res:
                 assert res.status == 204
