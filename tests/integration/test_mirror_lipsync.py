@@ -1,9 +1,11 @@
-"""Mirror mode over real WebRTC: the received mouth follows the real voice the viewer hears."""
+"""Mirror mode over real WebRTC: the received mouth follows the real voice the viewer hears,
+for the default portrait and for a video avatar of a real person."""
 
 import asyncio
 
 import numpy as np
 import pytest
+import pytest_asyncio
 
 from avatar_client import AvatarViewer
 from engine.families.video.tracking import frames_opening
@@ -29,8 +31,42 @@ def heard_level(viewer: AvatarViewer) -> tuple[np.ndarray, np.ndarray]:
     return frames_opening([f for _, f in viewer.received.video]), np.array(level)
 
 
+@pytest_asyncio.fixture(scope="module")
+async def video_avatar(server, tmp_path_factory) -> str:
+    """A video avatar of a real person on the shared server (prepared once, then cached)."""
+    import time
+
+    import aiohttp
+
+    from tests.video import person_clip
+
+    clip = person_clip(tmp_path_factory.mktemp("clip") / "person.mp4")
+
+    async with aiohttp.ClientSession() as http:
+        form = aiohttp.FormData()
+        form.add_field("video", clip.read_bytes(), filename="person.mp4", content_type="video/mp4")
+        async with http.post(server.url + "/v1/avatars", data=form) as res:
+            body = await res.json()
+            assert res.status in (200, 202), body
+        deadline = time.monotonic() + 120
+        while body["status"] == "preparing" and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+            async with http.get(f"{server.url}/v1/avatars/{body['avatar_id']}") as res:
+                body = await res.json()
+    assert body["status"] == "ready", body
+    return body["avatar_id"]
+
+
 async def test_mirror_mouth_follows_the_heard_real_voice(server):
-    viewer = AvatarViewer(server.url, mode="mirror", microphone=str(SPEECH), keep_frames=600)
+    await assert_mouth_follows_voice(server.url, "default")
+
+
+async def test_a_video_avatar_mouth_follows_the_heard_real_voice(server, video_avatar):
+    await assert_mouth_follows_voice(server.url, video_avatar)
+
+
+async def assert_mouth_follows_voice(url: str, avatar: str) -> None:
+    viewer = AvatarViewer(url, avatar=avatar, mode="mirror", microphone=str(SPEECH), keep_frames=600)
     await viewer.connect()
     try:
         await viewer.wait_frames(25, timeout=30)
