@@ -48,9 +48,20 @@ MIN_TRACKED = 0.9  # share of frames with a face for a clip to be used
 MEL = MelFeatureModule()
 
 
-def features(pcm: np.ndarray, frames: int) -> np.ndarray:
-    """The engine's own log-mel rows for one clip, from a fresh stream state."""
-    return MEL(pcm[: frames * SAMPLES_PER_FRAME], frames, MEL.initial_state(0))
+def features(pcm: np.ndarray, frames: int, warp: float = 1.0) -> np.ndarray:
+    """The engine's own log-mel rows for one clip, from a fresh stream state; with `warp`,
+    as if the speaker's vocal tract were that much shorter (vocal tract length
+    perturbation: the filterbank reads frequency f where it would read f * warp)."""
+    module = MEL if warp == 1.0 else warped_mel(warp)
+    return module(pcm[: frames * SAMPLES_PER_FRAME], frames, module.initial_state(0))
+
+
+def warped_mel(warp: float) -> MelFeatureModule:
+    module = MelFeatureModule()
+    bins = np.arange(module._filters.shape[1], dtype=np.float32)
+    module._filters = np.stack([np.interp(bins * warp, bins, row, right=0.0)
+                                for row in module._filters]).astype(np.float32)
+    return module
 
 
 def targets(landmarks: np.ndarray, seed: int) -> np.ndarray:
@@ -109,8 +120,13 @@ def usable(landmarks: np.ndarray) -> bool:
     return len(landmarks) >= 20 and np.isfinite(landmarks[:, 0, 0]).mean() >= MIN_TRACKED
 
 
-def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = False, log=print) -> dict:
+VTLP = (0.85, 1.18)  # vocal tract warps of the --vtlp copies: other speakers than GRID's one
+
+
+def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = False, vtlp: bool = False,
+          log=print) -> dict:
     rng = np.random.default_rng(seed)
+    warps = np.random.default_rng(seed + 1)  # apart from rng: without --vtlp the data is the same as before
     clips = load(faces)
     train: dict[str, list] = {"features": [], "motion": [], "bilabial": []}
     held: dict[str, list] = {"features": [], "motion": [], "pcm": [], "opening": [], "names": [], "sources": []}
@@ -130,8 +146,9 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = F
                 bilabials += int((np.diff(label, prepend=0) == 1).sum())
                 if shut:
                     track[label == 1, motion.INDEX["jaw_open"]] = 0.0
-                for version in [pcm] + [degrade(pcm, rng) for _ in range(copies)]:
-                    train["features"].append(features(version, frames))
+                for k, version in enumerate([pcm] + [degrade(pcm, rng) for _ in range(copies)]):
+                    warp = float(warps.uniform(*VTLP)) if vtlp and k > 0 else 1.0
+                    train["features"].append(features(version, frames, warp))
                     train["motion"].append(track)
                     train["bilabial"].append(label)
             else:
@@ -146,7 +163,7 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = F
     np.savez(out / "train.npz", **_packed(train))
     np.savez(out / "heldout.npz", **_packed(held, with_audio=True))
     minutes = sum(len(f) for f in train["features"]) / 25 / 60
-    return {"train_minutes": round(minutes, 1), "bilabials": bilabials, "bilabials_shut": shut,
+    return {"train_minutes": round(minutes, 1), "bilabials": bilabials, "bilabials_shut": shut, "vtlp": vtlp,
             "heldout_clips": len(held["names"]),
             "av_offset_frames": offsets}
 
@@ -172,8 +189,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shut-bilabials", action="store_true",
                         help="shut the fitted jaw inside force-aligned p/b/m of the training clips")
+    parser.add_argument("--vtlp", action="store_true",
+                        help="warp the degraded copies' vocal tract (an experiment; see the README)")
     args = parser.parse_args()
-    print(json.dumps(build(args.faces, args.out, args.copies, args.seed, args.shut_bilabials)))
+    print(json.dumps(build(args.faces, args.out, args.copies, args.seed, args.shut_bilabials, args.vtlp)))
 
 
 if __name__ == "__main__":
