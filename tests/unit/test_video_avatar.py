@@ -195,3 +195,27 @@ def test_a_worker_keeps_only_the_avatars_in_use_and_a_few_idle_ones(prepared, tm
     finally:
         ring.shm.close()
         ring.shm.unlink()
+
+
+def test_a_face_turned_away_or_too_small_is_refused_with_its_reason():
+    from engine.families.video.clip import ClipError
+    from engine.families.video.prepare import check_face
+
+    face = swaying_head(50, leap=False)
+    face[:, 234, 0], face[:, 454, 0], face[:, 1, 0] = 100.0, 300.0, 200.0  # cheeks and the nose between
+    face[:, [10, 152], 0] = 200.0
+    face[:, 10, 1], face[:, 152, 1] = 100.0, 350.0  # forehead to chin: 250 px
+    check_face(face, np.ones(50, bool), 0.0)  # frontal: accepted
+    turned = face.copy()
+    turned[:, 1, 0] = 270.0  # the nose far towards one cheek
+    with pytest.raises(ClipError) as err:
+        check_face(turned, np.ones(50, bool), 0.0)
+    assert err.value.code == "face_turned" and "front" in str(err.value)
+    small = face.copy()
+    small[:, 152, 1] = 160.0
+    with pytest.raises(ClipError) as err:
+        check_face(small, np.ones(50, bool), 0.0)
+    assert err.value.code == "face_too_small"
+    with pytest.raises(ClipError) as err:
+        check_face(face, np.ones(50, bool), 0.5)
+    assert err.value.code == "several_faces"
