@@ -8,7 +8,7 @@ from pathlib import Path
 CLIP_SUFFIXES = {".mp4", ".mov", ".webm", ".m4v", ".mkv"}
 
 
-def prepare_file(path: Path, folder: Path, size: int = 512, quiet: bool = False) -> Path:
+def prepare_file(path: Path, folder: Path, size: int = 512) -> Path:
     """The prepared avatar for a photo (.png, analysed) or a clip (.clip.npz, cached by its
     content, a progress line on stderr while it works). Raises ValueError (NoFaceError,
     ClipError) with a reason a person can act on, or OSError."""
@@ -20,13 +20,11 @@ def prepare_file(path: Path, folder: Path, size: int = 512, quiet: bool = False)
     from engine.families.video.reference import SUFFIX
 
     def progress(share: float, stage: str) -> None:
-        if not quiet:
-            sys.stderr.write(f"\r\033[Kpreparing {path.name}: {share:4.0%} {stage}")
-            sys.stderr.flush()
+        sys.stderr.write(f"\r\033[Kpreparing {path.name}: {share:4.0%} {stage}")
+        sys.stderr.flush()
 
     if not path.is_file():
         raise OSError(f"no such file: {path}")
     avatar_id = prepare_clip(path, folder, size, progress)
-    if not quiet:
-        sys.stderr.write("\n")
+    sys.stderr.write("\n")
     return folder / f"{avatar_id}{SUFFIX}"
