@@ -2,7 +2,9 @@
 
 It attaches to its frame ring, preloads the default avatar, says ready, then serves
 requests in arrival order. A failure inside one session ends that session with an
-error event; the worker goes on serving the others.
+error event; the worker goes on serving the others. An avatar it has not loaded yet is
+loaded on a helper thread (a video avatar's clip takes ~70 ms a minute to read), so the
+sessions already here keep getting frames; the new session opens when it is done.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -37,6 +40,7 @@ log = logging.getLogger("engine.runtime.worker")
 
 
 IDLE_PIPELINES = 2
+LOAD_POLL_S = 0.005
 
 
 @dataclass
@@ -57,6 +61,9 @@ class EngineWorker:
         self.pipelines: OrderedDict[str, Pipeline] = OrderedDict()
         self.sessions: dict[str, Placed] = {}
         self.preload = config.preload_avatar or str(DEFAULT_AVATAR)
+        self._loader = ThreadPoolExecutor(1, thread_name_prefix="avatar-load")
+        self._loading: dict[str, Future[Pipeline]] = {}  # avatar -> its load
+        self._waiting: dict[str, list[OpenSessionRequest]] = {}  # avatar -> sessions opening on it
 
     def pipeline(self, avatar: str) -> Pipeline:
         if avatar not in self.pipelines:
@@ -64,6 +71,28 @@ class EngineWorker:
             self.forget_idle()
         self.pipelines.move_to_end(avatar)
         return self.pipelines[avatar]
+
+    def _load(self, avatar: str) -> Pipeline:  # on the loader thread: builds, touches no state
+        return Pipeline.for_avatar(Path(avatar), self.config.motion)
+
+    def finish_loads(self) -> None:
+        """Open the sessions whose avatar has finished loading (or fail them with its error)."""
+        for avatar, future in list(self._loading.items()):
+            if not future.done():
+                continue
+            del self._loading[avatar]
+            waiting = self._waiting.pop(avatar, [])
+            try:
+                self.pipelines[avatar] = future.result()
+            except Exception as exc:
+                code = "bad_avatar" if isinstance(exc, NoFaceError) else "engine_error"
+                log.warning("avatar %s failed to load: %s", avatar, exc)
+                for request in waiting:
+                    self.conn.send(SessionErrorEvent(request.session_id, code, f"{type(exc).__name__}: {exc}"))
+                continue
+            for request in waiting:
+                self.handle(request)  # opens it now: the pipeline is here
+            self.forget_idle()
 
     def forget_idle(self) -> None:
         """Keep the avatars in use, the preloaded one and IDLE_PIPELINES more: a video
@@ -76,11 +105,19 @@ class EngineWorker:
     def serve(self) -> None:
         self.pipeline(self.preload)
         self.conn.send(ReadyEvent(self.index, os.getpid()))
-        while True:
-            message = self.conn.recv()
-            if isinstance(message, ShutdownRequest):
-                return
-            self.handle(message)
+        try:
+            while True:
+                # while an avatar loads, look up from the pipe every few ms to open its sessions
+                if self._loading and not self.conn.poll(LOAD_POLL_S):
+                    self.finish_loads()
+                    continue
+                message = self.conn.recv()
+                if isinstance(message, ShutdownRequest):
+                    return
+                self.handle(message)
+                self.finish_loads()
+        finally:
+            self._loader.shutdown(wait=False, cancel_futures=True)
 
     def handle(self, message: object) -> None:
         session = getattr(message, "session_id", "")
@@ -91,6 +128,8 @@ class EngineWorker:
                 self.render(message)
             elif isinstance(message, CloseSessionRequest):
                 self.sessions.pop(session, None)
+                for waiting in self._waiting.values():
+                    waiting[:] = [r for r in waiting if r.session_id != session]
                 self.forget_idle()
         except NoFaceError as exc:
             self.conn.send(SessionErrorEvent(session, "bad_avatar", str(exc)))
@@ -102,6 +141,11 @@ class EngineWorker:
             self.conn.send(SessionErrorEvent(session, "engine_error", f"{type(exc).__name__}: {exc}"))
 
     def open(self, request: OpenSessionRequest) -> None:
+        if request.avatar not in self.pipelines:
+            if request.avatar not in self._loading:
+                self._loading[request.avatar] = self._loader.submit(self._load, request.avatar)
+            self._waiting.setdefault(request.avatar, []).append(request)
+            return
         pipeline = self.pipeline(request.avatar)
         self.sessions[request.session_id] = Placed(request.avatar, pipeline.new_state(request.seed))
         self.conn.send(SessionOpenedEvent(request.session_id))

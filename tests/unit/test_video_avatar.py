@@ -185,6 +185,9 @@ def test_a_worker_keeps_only_the_avatars_in_use_and_a_few_idle_ones(prepared, tm
             shutil.copy(prepared, copy)
             copies.append(str(copy))
             w.handle(OpenSessionRequest(f"s{i}", str(copy), i))
+            w._loading[str(copy)].result(timeout=30)  # it loads on the worker's helper thread
+            w.finish_loads()
+            assert f"s{i}" in w.sessions
             if i != 1:
                 w.handle(CloseSessionRequest(f"s{i}"))
         kept = set(w.pipelines)
@@ -192,7 +195,61 @@ def test_a_worker_keeps_only_the_avatars_in_use_and_a_few_idle_ones(prepared, tm
         assert len(kept - {copies[1]}) <= worker_module.IDLE_PIPELINES
         assert copies[4] in kept, "the most recent idle ones are the ones kept"
         w.ring.shm.close()
+        w._loader.shutdown()
     finally:
+        ring.shm.close()
+        ring.shm.unlink()
+
+
+def test_a_worker_keeps_rendering_its_sessions_while_a_new_avatar_loads(prepared, monkeypatch):
+    """Loading an avatar (a video avatar reads its whole clip) happens beside the rendering:
+    a session already on the worker gets its frames before the new one has opened."""
+    import threading
+    from multiprocessing import Pipe
+
+    from engine.config import SAMPLES_PER_FRAME, EngineConfig
+    from engine.core.pipeline import Pipeline
+    from engine.runtime import worker as worker_module
+    from engine.runtime.ipc import (
+        FrameRing,
+        FramesReadyEvent,
+        OpenSessionRequest,
+        RenderRequest,
+        SessionOpenedEvent,
+        ShutdownRequest,
+    )
+
+    release = threading.Event()
+    real = Pipeline.for_avatar
+
+    def slow(path, motion="dit"):  # type: ignore[no-untyped-def]
+        if path.name.endswith(SUFFIX):
+            assert release.wait(30)
+        return real(path, motion)
+    monkeypatch.setattr(Pipeline, "for_avatar", staticmethod(slow))
+    ring = FrameRing(512, 4)
+    ours, theirs = Pipe()
+    w = worker_module.EngineWorker(0, theirs, ring.shm.name, EngineConfig(ring_slots=4))
+    thread = threading.Thread(target=w.serve)
+    thread.start()
+    try:
+        assert ours.recv().__class__.__name__ == "ReadyEvent"
+        ours.send(OpenSessionRequest("old", w.preload, 0))
+        assert isinstance(ours.recv(), SessionOpenedEvent)
+        ours.send(OpenSessionRequest("new", str(prepared), 1))  # its load waits for `release`
+        ours.send(RenderRequest("old", 0, 0, bytes(2 * SAMPLES_PER_FRAME * 2), [0, 1]))
+        assert ours.poll(10)
+        first = ours.recv()
+        assert isinstance(first, FramesReadyEvent) and first.session_id == "old"
+        release.set()
+        assert ours.poll(30)
+        opened = ours.recv()
+        assert isinstance(opened, SessionOpenedEvent) and opened.session_id == "new"
+    finally:
+        release.set()
+        ours.send(ShutdownRequest())
+        thread.join(30)
+        w.ring.shm.close()
         ring.shm.close()
         ring.shm.unlink()
 
