@@ -124,11 +124,11 @@ class AvatarStore:
     async def add_video(self, clip: Path, digest: str) -> dict:
         """Start preparing an uploaded clip (already on disk, named by upload_path); 422 if the
         quick check refuses it. A clip prepared or preparing already is not done twice."""
-        known = self.preparing.get(digest)
-        if digest in self.paths or (known and known.status == "preparing"):
-            clip.unlink(missing_ok=True)
-            return self.describe(digest)
-        async with self._turn:
+        async with self._turn:  # in turn: the same clip uploaded twice at once is prepared once
+            known = self.preparing.get(digest)
+            if digest in self.paths or (known and known.status == "preparing"):
+                clip.unlink(missing_ok=True)
+                return self.describe(digest)
             self._check_room()
             if sum(p.status == "preparing" for p in self.preparing.values()) >= MAX_PREPARING:
                 clip.unlink(missing_ok=True)

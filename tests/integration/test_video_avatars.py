@@ -174,3 +174,13 @@ async def test_a_damaged_or_old_prepared_file_is_dropped_at_start_not_served(tmp
                 ids = [a["avatar_id"] for a in await res.json()]
     assert ids == ["default"]
     assert not list(tmp_path.glob("*.clip.npz"))
+
+
+async def test_the_same_clip_uploaded_twice_at_once_becomes_one_avatar(tmp_path):
+    clip = person_clip(tmp_path / "twice.mp4", seed=7)
+    folder = tmp_path / "avatars"
+    with ServerProcess(env={"AVATAR_AVATARS_DIR": str(folder)}) as server:
+        (a, first), (b, second) = await asyncio.gather(upload(server.url, clip), upload(server.url, clip))
+        assert a == b == 202 and first["avatar_id"] == second["avatar_id"], (first, second)
+        await wait_ready(server.url, first["avatar_id"])
+        assert [p.name for p in folder.iterdir()] == [f"{first['avatar_id']}.clip.npz"]
