@@ -23,7 +23,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-from engine.config import FPS, SAMPLE_RATE
+from engine.config import SAMPLES_PER_FRAME
+from engine.families.video import clip
 from engine.families.video.tracking import track_landmarks
 
 REAL_TALKING = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-talking"
@@ -52,33 +53,14 @@ def find_clips(root: Path = REAL_TALKING) -> list[Clip]:
 
 
 def read_clip(path: Path) -> tuple[list[np.ndarray], np.ndarray]:
-    """RGB frames on the 25 fps timeline and 48 kHz mono int16 audio aligned to frame 0."""
-    with av.open(str(path)) as container:
-        video = container.streams.video[0]
-        frames, times = [], []
-        for frame in container.decode(video):
-            times.append(float(frame.pts * video.time_base))
-            frames.append(frame.to_ndarray(format="rgb24"))
-    with av.open(str(path)) as container:
-        audio = container.streams.audio[0]
-        resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
-        blocks, audio_start = [], None
-        for frame in container.decode(audio):
-            if audio_start is None:
-                audio_start = float(frame.pts * audio.time_base)
-            blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
-        blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
-    pcm = np.concatenate(blocks).astype(np.int16)
-    video_start = times[0]
-    # the audio from the first video frame on (pad if the sound starts later)
-    offset = int(round(((audio_start or 0.0) - video_start) * SAMPLE_RATE))
-    pcm = np.concatenate([np.zeros(offset, np.int16), pcm]) if offset > 0 else pcm[-offset:]
-    times_arr = np.asarray(times) - video_start
-    ticks = np.arange(int(times_arr[-1] * FPS) + 1) / FPS
-    nearest = np.abs(times_arr[None, :] - ticks[:, None]).argmin(1)
-    frames_out = [frames[i] for i in nearest]
-    n = min(len(frames_out), len(pcm) // (SAMPLE_RATE // FPS))
-    return frames_out[:n], pcm[: n * (SAMPLE_RATE // FPS)]
+    """RGB frames on the 25 fps timeline and 48 kHz mono int16 audio aligned to frame 0
+    (the engine's own clip reader, as a video avatar's preparation reads its upload)."""
+    frames = list(clip.frames(path))
+    pcm = clip.sound(path)
+    if pcm is None or not frames:
+        raise ValueError(f"{path.name} has no {'sound' if frames else 'picture'}")
+    n = min(len(frames), len(pcm) // SAMPLES_PER_FRAME)
+    return frames[:n], pcm[: n * SAMPLES_PER_FRAME]
 
 
 def extract(clip: Clip, out_dir: Path) -> dict:

@@ -73,27 +73,36 @@ def _reason(exc: Exception) -> str:
 
 
 def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = None) -> Iterator[np.ndarray]:
-    """RGB frames on the 25 fps timeline (each tick takes the latest source frame at or
-    before it), passed through `transform` as they are decoded."""
+    """RGB frames on the 25 fps timeline, passed through `transform` as they are decoded.
+
+    Tick k (k / FPS seconds after the first frame, up to the last frame's time) takes the
+    source frame nearest it (the earlier one on a tie). Deciding needs only the frame after,
+    so one decoded frame is held at a time, whatever the clip's length.
+    """
     import av
 
     try:
         with av.open(str(path)) as container:
             video = container.streams.video[0]
             video.thread_type = "AUTO"
-            tick, start = 0, None
+            tick, start, held = 0, None, None  # held: (time, frame) of the latest frame decoded
             for frame in container.decode(video):
-                if frame.pts is None or frame.time_base is None:
+                if frame.pts is None or video.time_base is None:
                     continue
-                t = float(frame.pts * frame.time_base)
+                t = float(frame.pts * video.time_base)
                 start = t if start is None else start
-                if t - start < tick / FPS - 0.5 / FPS:
-                    continue  # a faster source: this frame falls between two ticks
+                t -= start
                 rgb = frame.to_ndarray(format="rgb24")
                 out = transform(rgb) if transform else rgb
-                while tick / FPS <= t - start + 0.5 / FPS:  # a slower source repeats its frame
-                    yield out
+                # the ticks between the held frame and this one (int(): the last tick is the
+                # one at or before the last frame, as FPS * time rounds down)
+                while held is not None and tick / FPS < t and tick <= int(t * FPS):
+                    yield held[1] if tick / FPS - held[0] <= t - tick / FPS else out
                     tick += 1
+                held = (t, out)
+            while held is not None and tick <= int(held[0] * FPS):
+                yield held[1]  # ticks on the last frame itself
+                tick += 1
     except av.error.FFmpegError as exc:
         raise ClipError("unreadable", f"the video could not be decoded ({_reason(exc)})") from None
 
@@ -107,14 +116,15 @@ def sound(path: Path) -> np.ndarray | None:
     with av.open(str(path)) as container:
         if not container.streams.audio or not container.streams.video:
             return None
-        audio, video = container.streams.audio[0], container.streams.video[0]
-        video_start = float(video.start_time * video.time_base) if video.start_time and video.time_base else 0.0
+        video_start = _first_frame_time(container)
+    with av.open(str(path)) as container:
+        audio = container.streams.audio[0]
         resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
         blocks, audio_start = [], None
         try:
             for frame in container.decode(audio):
-                if audio_start is None and frame.pts is not None and frame.time_base is not None:
-                    audio_start = float(frame.pts * frame.time_base)
+                if audio_start is None and frame.pts is not None and audio.time_base is not None:
+                    audio_start = float(frame.pts * audio.time_base)
                 blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
             blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
         except av.error.FFmpegError:
@@ -122,5 +132,14 @@ def sound(path: Path) -> np.ndarray | None:
     if not blocks:
         return None
     pcm = np.concatenate(blocks).astype(np.int16)
-    offset = int(round(((audio_start or video_start) - video_start) * SAMPLE_RATE))
+    offset = int(round(((audio_start or 0.0) - video_start) * SAMPLE_RATE))  # pad if the sound starts later
     return np.concatenate([np.zeros(offset, np.int16), pcm]) if offset > 0 else pcm[-offset:]
+
+
+def _first_frame_time(container) -> float:  # type: ignore[no-untyped-def]  # PyAV's types
+    """The time of the first decoded video frame: the timeline's 0 in frames()."""
+    video = container.streams.video[0]
+    for frame in container.decode(video):
+        if frame.pts is not None and video.time_base is not None:
+            return float(frame.pts * video.time_base)
+    return 0.0
