@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine.families.portrait.avatar import NoFaceError, cache_path, prepare_upload
 from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
-from engine.families.video.reference import StaleReference, check_format
+from engine.families.video.reference import StaleReference, check_format, is_video_avatar
 
 from . import video_avatars
 from .errors import ApiError
@@ -75,7 +75,7 @@ class AvatarStore:
             return self.preparing[avatar_id].describe()
         if avatar_id not in self.paths:
             raise ApiError(404, "unknown_avatar", f"no avatar '{avatar_id}'")
-        kind = "video" if self.paths[avatar_id].name.endswith(CLIP_SUFFIX) else "photo"
+        kind = "video" if is_video_avatar(self.paths[avatar_id]) else "photo"
         return {"avatar_id": avatar_id, "kind": kind, "status": "ready", "default": avatar_id == "default"}
 
     def listing(self) -> list[dict]:

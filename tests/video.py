@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from engine.families.video.prepare import crop_square
 from testkit.server import SHARED_DATA
 from training.motion.real_faces import read_clip
 from training.video.clips import write_clip
@@ -29,11 +31,14 @@ def person_clip(path: Path, seed: int | None = None) -> Path:
 def nearest_clip_frame_error(frame: np.ndarray, clip: Path, crop: np.ndarray) -> float:
     """Mean absolute difference (grey levels, at 64x64) from a frame to the closest frame of
     the clip cut to the avatar's square (x0, y0, side): small only if we see the person."""
-    frames, _ = read_clip(clip)
-    x0, y0, side = (int(v) for v in crop[:3])
     small = cv2.resize(frame, (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
-    cuts = [cv2.resize(f[y0:y0 + side, x0:x0 + side], (64, 64), interpolation=cv2.INTER_AREA) for f in frames]
-    return min(float(np.abs(c.astype(np.float32) - small).mean()) for c in cuts)
+    return min(float(np.abs(c - small).mean()) for c in _cuts(clip, tuple(int(v) for v in crop[:3])))
+
+
+@functools.lru_cache(maxsize=4)
+def _cuts(clip: Path, crop: tuple[int, int, int]) -> list[np.ndarray]:
+    """The clip's frames cut as the avatar was, at 64x64 (read once per clip and crop)."""
+    return [crop_square(f, crop, 64).astype(np.float32) for f in read_clip(clip)[0]]
 
 
 def prepared_crop(folder: Path, avatar_id: str) -> np.ndarray:

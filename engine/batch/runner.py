@@ -68,11 +68,11 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     """(frames, their audio) per piece of `pcm_chunks`: each up to `max_frames` frames, a whole
     number of `step_frames`. A yielded chunk's frames are valid until the next one is asked for."""
     from engine.core.pipeline import Pipeline, motion_stages
-    from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
+    from engine.families.video.reference import is_video_avatar
 
     pipeline = Pipeline(motion_stages(motion))  # motion in order here; decode in the pool
     state, delay = pipeline.new_state(seed), motion_delay_frames(motion)
-    if avatar.name.endswith(CLIP_SUFFIX):
+    if is_video_avatar(avatar):
         workers = 0  # a video avatar's walk runs frame after frame (and costs a few ms a frame)
     in_flight = 2 * max(workers, 1)
     shape = (in_flight + 1, max_frames, size * 3 // 2, size)  # one more slot: the chunk being consumed

@@ -24,8 +24,7 @@ from engine.families.motion.lip_closure import LipClosure
 from engine.families.motion.mel_features import MelFeatureModule
 from engine.families.portrait.avatar import Portrait, load_portrait
 from engine.families.portrait.renderer import PortraitRenderer
-from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
-from engine.families.video.reference import VideoReference
+from engine.families.video.reference import VideoReference, is_video_avatar
 from engine.families.video.renderer import VideoRenderer
 from engine.stages.context import ContextStage
 from engine.stages.decode import DecodeStage, Renderer
@@ -47,7 +46,7 @@ def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | No
 
 
 def renderer_for(path: Path) -> Renderer:
-    if path.name.endswith(CLIP_SUFFIX):
+    if is_video_avatar(path):
         return VideoRenderer(VideoReference.load(path))
     return PortraitRenderer(load_portrait(path))
 

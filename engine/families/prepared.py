@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-CLIP_SUFFIXES = {".mp4", ".mov", ".webm", ".m4v", ".mkv"}
+from engine.families.video.clip import SUFFIXES
 
 
 def prepare_file(path: Path, folder: Path, size: int = 512) -> Path:
     """The prepared avatar for a photo (.png, analysed) or a clip (.clip.npz, cached by its
     content, a progress line on stderr while it works). Raises ValueError (NoFaceError,
     ClipError) with a reason a person can act on, or OSError."""
-    if path.suffix.lower() not in CLIP_SUFFIXES:
+    if path.suffix.lower() not in SUFFIXES:
         from engine.families.portrait.avatar import prepare_upload
 
         return folder / f"{prepare_upload(path.read_bytes(), str(folder))}.png"

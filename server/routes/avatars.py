@@ -9,13 +9,14 @@ from pathlib import Path
 
 from aiohttp import BodyPartReader, web
 
+from engine.families.video.clip import SUFFIXES as CLIP_SUFFIXES
+
 from ..avatars import MAX_UPLOAD_BYTES, MAX_VIDEO_BYTES
 from ..errors import BODY_IDLE_S, ApiError, read_body
 from ..server import SERVER
 
 routes = web.RouteTableDef()
 VIDEO_TYPES = ("video/", "application/octet-stream")
-VIDEO_SUFFIXES = (".mp4", ".mov", ".webm", ".m4v", ".mkv")
 VIDEO_TIMEOUT_S = 900.0  # 200 MB at 2 Mbit/s takes 800 s; a stalled upload is cut by BODY_IDLE_S
 
 
@@ -76,7 +77,7 @@ async def _first_file_part(request: web.Request) -> BodyPartReader:
 def _is_video(part: BodyPartReader) -> bool:
     kind = (part.headers.get("Content-Type") or "").lower()
     name = (part.filename or "").lower()
-    return part.name == "video" or kind.startswith("video/") or name.endswith(VIDEO_SUFFIXES)
+    return part.name == "video" or kind.startswith("video/") or name.endswith(CLIP_SUFFIXES)
 
 
 async def _read_image(part: BodyPartReader) -> bytes:

@@ -29,9 +29,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from engine.families.portrait.rig_fit import STABLE, mouth_opening
+from engine.families.portrait.rig_fit import mouth_opening
+from engine.families.video import walk
 from engine.families.video.mouth import sharpness
-from engine.families.video.prepare import prepare_clip
+from engine.families.video.prepare import crop_square, prepare_clip
 from engine.families.video.reference import SUFFIX, VideoReference
 from engine.families.video.renderer import VideoRenderer
 from engine.families.video.tracking import track_landmarks
@@ -73,16 +74,13 @@ def mouth_sharpness(frames: list[np.ndarray], landmarks: np.ndarray) -> float:
 
 
 def head_steps(landmarks: np.ndarray) -> np.ndarray:
-    """Per frame pair, the mean move of the head points (pixels), where both frames have a face."""
-    pts = landmarks[:, STABLE]
-    step = np.linalg.norm(np.diff(pts, axis=0), axis=-1).mean(-1)
+    """walk.head_steps where both frames have a face."""
+    step = walk.head_steps(landmarks)
     return step[np.isfinite(step)]
 
 
 def cropped(frames: list[np.ndarray], crop: np.ndarray, size: int) -> list[np.ndarray]:
-    x0, y0, side = (int(v) for v in crop[:3])
-    return [cv2.resize(f[y0:y0 + side, x0:x0 + side], (size, size), interpolation=cv2.INTER_AREA
-                       if side > size else cv2.INTER_CUBIC) for f in frames]
+    return [crop_square(f, crop, size) for f in frames]
 
 
 def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:

@@ -15,6 +15,7 @@ import numpy as np
 
 from engine.config import FPS
 
+SUFFIXES = (".mp4", ".mov", ".webm", ".m4v", ".mkv")  # what is taken for a clip (else a photo)
 MIN_SECONDS = 10.0
 MAX_SECONDS = 300.0
 

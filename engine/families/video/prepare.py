@@ -21,7 +21,7 @@ from engine.families.portrait.rig_fit import fill_gaps, fit_clip
 from engine.families.video.adapt import mouth_gain
 from engine.families.video.clip import ClipError, ClipInfo, frames, probe, sound
 from engine.families.video.mouth import sharpness, turn
-from engine.families.video.reference import SUFFIX, StaleReference, VideoReference, check_format, encode_jpeg
+from engine.families.video.reference import SUFFIX, VideoReference, encode_jpeg, is_current
 from engine.families.video.tracking import POINTS, FaceCounter, FaceTracker
 from engine.families.video.walk import jump_table, segments
 
@@ -51,7 +51,7 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
     report = progress or (lambda share, stage: None)
     avatar_id = clip_digest(path)
     target = folder / f"{avatar_id}{SUFFIX}"
-    if target.exists() and _current(target):
+    if target.exists() and is_current(target):  # another version's file, or a damaged one, is redone
         report(1.0, "ready")
         return avatar_id
     info = probe(path)
@@ -73,14 +73,6 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
                    np.array([x0, y0, side, info.width, info.height]), gain, detail(sharp[:n], scene[:n])).save(target)
     report(1.0, "ready")
     return avatar_id
-
-
-def _current(path: Path) -> bool:
-    try:
-        check_format(path)
-        return True
-    except StaleReference:  # another version's file, or a damaged one: prepare it again
-        return False
 
 
 def track(path: Path, info: ClipInfo, progress: Callable[[float], None]
@@ -160,11 +152,8 @@ def framing(lm: np.ndarray, info: ClipInfo) -> tuple[int, int, int]:
 def cut(path: Path, crop: tuple[int, int, int], size: int, landmarks: np.ndarray, info: ClipInfo,
         progress: Callable[[float], None]) -> tuple[list[bytes], np.ndarray]:
     """Every frame cut to the crop, as JPEG, and the sharpness of its mouth."""
-    x0, y0, side = crop
     out, sharp = [], []
-    for i, rgb in enumerate(frames(path, lambda f: cv2.resize(f[y0:y0 + side, x0:x0 + side], (size, size),
-                                                               interpolation=cv2.INTER_AREA if side > size
-                                                               else cv2.INTER_CUBIC))):
+    for i, rgb in enumerate(frames(path, lambda f: crop_square(f, crop, size))):
         if i >= len(landmarks):
             break
         out.append(encode_jpeg(rgb))
@@ -172,6 +161,13 @@ def cut(path: Path, crop: tuple[int, int, int], size: int, landmarks: np.ndarray
         if i % 25 == 0:
             progress(min(1.0, i / max(info.frames, 1)))
     return out, np.array(sharp, np.float32)
+
+
+def crop_square(rgb: np.ndarray, crop: tuple[int, int, int] | np.ndarray, size: int) -> np.ndarray:
+    """A frame cut to the avatar's square (x0, y0, side in source pixels) at size x size."""
+    x0, y0, side = (int(v) for v in crop[:3])
+    return cv2.resize(rgb[y0:y0 + side, x0:x0 + side], (size, size),
+                      interpolation=cv2.INTER_AREA if side > size else cv2.INTER_CUBIC)
 
 
 def detail(sharp: np.ndarray, scene: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zipfile
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 
 import cv2
@@ -40,7 +41,7 @@ class VideoReference:
     def frames(self) -> int:
         return len(self.jpegs)
 
-    @property
+    @cached_property
     def size(self) -> int:
         return int(self.decode(0).shape[0])
 
@@ -66,6 +67,20 @@ class VideoReference:
             blob, ends = d["jpeg"].tobytes(), np.cumsum(d["lengths"])
             jpegs = [blob[a:b] for a, b in zip(np.concatenate([[0], ends[:-1]]), ends)]
             return cls(jpegs, **{f.name: d[f.name] for f in fields(cls) if f.name != "jpegs"})
+
+
+def is_video_avatar(path: Path) -> bool:
+    """A prepared video avatar's file (else a prepared portrait)."""
+    return path.name.endswith(SUFFIX)
+
+
+def is_current(path: Path) -> bool:
+    """Whether this version can read the file (see check_format)."""
+    try:
+        check_format(path)
+        return True
+    except StaleReference:
+        return False
 
 
 def check_format(path: Path) -> None:

@@ -46,10 +46,15 @@ def segment_ends(segment: np.ndarray) -> np.ndarray:
     return ends[np.searchsorted(ends, np.arange(len(segment)))]
 
 
+def head_steps(landmarks: np.ndarray) -> np.ndarray:
+    """(T - 1,) the mean move of the head points (pixels) from each frame to the next."""
+    return np.linalg.norm(np.diff(landmarks[:, STABLE], axis=0), axis=-1).mean(-1)
+
+
 def segments(landmarks: np.ndarray, scene: np.ndarray) -> np.ndarray:
     """Segment ids: a new one at every shot cut and wherever the head leaps between two
     frames (takes joined into one upload): the walk never plays across either."""
-    step = np.sqrt((np.diff(landmarks[:, STABLE], axis=0) ** 2).sum(-1)).mean(-1)
+    step = head_steps(landmarks)
     leap = step > max(BREAK_PX, BREAK_STEPS * float(np.median(step)) if len(step) else BREAK_PX)
     return np.concatenate([[0], np.cumsum(leap | (np.diff(scene) != 0))]).astype(np.int32)
 
