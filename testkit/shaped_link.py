@@ -41,6 +41,15 @@ def can_shape() -> str | None:
     return None
 
 
+def real_root() -> bool:
+    """Root of this machine, not only of a user namespace (where `ip netns add` may be refused)."""
+    try:
+        with open("/proc/self/uid_map") as f:
+            return os.geteuid() == 0 and f.read().split()[:3] == ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
 def connect() -> None:
     """The veth pair into the namespace (made by `ip netns add NS`), up, not yet shaped."""
     sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", NS_IF)

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from engine.core import motion
-from engine.families.portrait.rig_fit import STABLE
 from engine.families.video import adapt
 from engine.families.video.mouth import KEY_INDEX, MouthBank, MouthChoice
 from engine.families.video.reference import SUFFIX, VideoReference
@@ -137,7 +136,15 @@ def test_preparing_a_real_clip(prepared):
     ref = VideoReference.load(prepared)
     assert ref.frames == 264 and ref.size == 512 and ref.tracked.mean() > 0.99
     assert ref.scene.max() == 0, "five takes in one room are one shot"
-    assert 1 <= ref.segment.max() <= 6, "the joins between takes are leaps"
+    # the joins between the five takes are leaps the walk never plays across: segments break
+    # at the joins (a smooth one may pass), and at most once inside a take
+    from tests.video import CREMA
+    from training.motion.real_faces import read_clip
+
+    joins = np.cumsum([len(read_clip(p)[0]) for p in CREMA[:5]])[:-1]
+    breaks = np.flatnonzero(np.diff(ref.segment)) + 1
+    at_joins = [b for b in breaks if np.abs(joins - b).min() <= 1]
+    assert len(at_joins) >= 3 and len(breaks) - len(at_joins) <= 1, (breaks, joins)
     assert np.all(np.isfinite(ref.coeffs)) and ref.coeffs[:, motion.INDEX["jaw_open"]].std() > 0.05
     assert 0.5 <= ref.mouth_gain.min() and ref.mouth_gain.max() <= 2.5
     # the face is where the landmarks say: the nose tip is skin, not the green screen
@@ -146,9 +153,8 @@ def test_preparing_a_real_clip(prepared):
     assert r > g, "landmarks and frames disagree"
 
 
-def test_rendering_follows_the_jaw_and_holds_the_frame_rate_budget(prepared):
-    import time
-
+def test_rendering_follows_the_jaw_without_visible_jumps(prepared):
+    """(Its speed is measured by bench/video_avatar.py, beside the portrait renderer's.)"""
     from engine.families.video.tracking import frames_opening
 
     renderer = VideoRenderer(VideoReference.load(prepared))
@@ -156,14 +162,11 @@ def test_rendering_follows_the_jaw_and_holds_the_frame_rate_budget(prepared):
     jaw = 0.4 * (1 + np.sin(np.arange(100) / 100 * 2 * np.pi * 4)) / 2  # four slow opens
     coeffs = motion.zeros(100)
     coeffs[:, motion.INDEX["jaw_open"]] = jaw
-    started = time.process_time()
     frames = [renderer.render(c, state) for c in coeffs]
-    assert (time.process_time() - started) / 100 < 0.04, "slower than real time on one core"
     opening = frames_opening(frames)
     assert np.corrcoef(opening, jaw)[0, 1] > 0.8
     steps = np.abs(np.diff(np.array([f.astype(np.float32).mean() for f in frames])))
     assert steps.max() < 4, "a visible jump in the picture"
-    assert np.all(np.isfinite(STABLE))
 
 
 def test_a_worker_keeps_only_the_avatars_in_use_and_a_few_idle_ones(prepared, tmp_path, monkeypatch):

@@ -108,6 +108,26 @@ def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = No
         raise ClipError("unreadable", f"the video could not be decoded ({_reason(exc)})") from None
 
 
+def samples(path: Path, seconds: list[float]) -> Iterator[np.ndarray]:
+    """One RGB frame near each time (the first frame decoded after seeking to it): a look
+    at a long clip without decoding all of it."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            video = container.streams.video[0]
+            base = video.time_base
+            start = video.start_time or 0
+            for t in seconds:
+                if base is not None:
+                    container.seek(start + int(t / base), stream=video, backward=True)
+                frame = next(container.decode(video), None)
+                if frame is not None:
+                    yield frame.to_ndarray(format="rgb24")
+    except av.error.FFmpegError as exc:
+        raise ClipError("unreadable", f"the video could not be decoded ({_reason(exc)})") from None
+
+
 def sound(path: Path) -> np.ndarray | None:
     """The clip's sound as 48 kHz mono int16 from its first video frame on; None without any."""
     import av

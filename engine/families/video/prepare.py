@@ -20,6 +20,7 @@ import numpy as np
 from engine.families.portrait.rig_fit import fill_gaps, fit_clip
 from engine.families.video.adapt import mouth_gain
 from engine.families.video.clip import ClipError, ClipInfo, frames, probe, sound
+from engine.families.video.clip import samples as clip_samples
 from engine.families.video.mouth import sharpness, turn
 from engine.families.video.reference import SUFFIX, VideoReference, encode_jpeg, is_current
 from engine.families.video.tracking import POINTS, FaceCounter, FaceTracker
@@ -181,29 +182,28 @@ def detail(sharp: np.ndarray, scene: np.ndarray) -> np.ndarray:
 
 def quick_check(path: Path, samples: int = 6) -> ClipInfo:
     """What can be told in a second or two: the stream, its length, and a face in a few
-    frames spread over the clip (the full check runs with the tracking)."""
+    frames spread over the clip, reached by seeking (the full check runs with the tracking)."""
     info = probe(path)
     scale = min(1.0, ANALYSIS_WIDTH / info.width)
     small = (round(info.width * scale), round(info.height * scale))
-    wanted = set(np.linspace(0, max(info.frames - 1, 0), samples).round().astype(int).tolist())
+    times = np.linspace(0, info.seconds * 0.95, samples).tolist()
     found, detected, several = [], [], []
     counter = FaceCounter()
     try:
-        for i, rgb in enumerate(frames(path)):
-            if i in wanted:
-                small_rgb = cv2.resize(rgb, small, interpolation=cv2.INTER_AREA)
-                with FaceTracker() as tracker:  # a fresh one per sample: each is a still
-                    faces = [f / scale for f in tracker(small_rgb)]
-                    if not faces and scale < 1:  # a face too small for the analysis size: is it there?
-                        faces = tracker(rgb)
-                found.append(faces[0] if faces else np.full((POINTS, 2), np.nan, np.float32))
-                whole = [h / scale for h in counter(small_rgb)]
-                several.append(len(whole) > 1)  # (tiles overlap: a face in two is not two faces)
-                detected.append(whole or (counter.tiled(rgb) if not faces else []))
-            if i >= max(wanted):
-                break
+        for rgb in clip_samples(path, times):
+            small_rgb = cv2.resize(rgb, small, interpolation=cv2.INTER_AREA)
+            with FaceTracker() as tracker:  # a fresh one per sample: each is a still
+                faces = [f / scale for f in tracker(small_rgb)]
+                if not faces and scale < 1:  # a face too small for the analysis size: is it there?
+                    faces = tracker(rgb)
+            found.append(faces[0] if faces else np.full((POINTS, 2), np.nan, np.float32))
+            whole = [h / scale for h in counter(small_rgb)]
+            several.append(len(whole) > 1)  # (tiles overlap: a face in two is not two faces)
+            detected.append(whole or (counter.tiled(rgb) if not faces else []))
     finally:
         counter.close()
+    if not found:
+        raise ClipError("unreadable", "no frame of the video could be decoded")
     lm = np.stack(found)
     tracked = np.isfinite(lm[:, 0, 0])
     seen = [d for d in detected if d]
