@@ -21,7 +21,7 @@ from engine.families.motion.idle import IdleMotionModule
 from engine.families.motion.interim import InterimMotionModule
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS
 from engine.families.motion.lip_closure import LipClosure
-from engine.families.motion.mel_features import MelFeatureModule
+from engine.families.motion.speech_features import feature_module
 from engine.families.portrait.avatar import Portrait, load_portrait
 from engine.families.portrait.renderer import PortraitRenderer
 from engine.families.video.reference import VideoReference, is_video_avatar
@@ -39,7 +39,8 @@ def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | No
     detector unless `closure` is None), or the INTERIM mapping."""
     if kind == "dit":
         detector = LipClosure(closure) if closure else None
-        return [ContextStage(MelFeatureModule()), MotionStage(MotionDiT(weights), closure=detector)]
+        model = MotionDiT(weights)
+        return [ContextStage(feature_module(model.config.audio_dim)), MotionStage(model, closure=detector)]
     if kind == "interim":
         return [ContextStage(AudioFeatureModule()), InterimMotionStage(InterimMotionModule(), IdleMotionModule())]
     raise ValueError(f"unknown motion model {kind!r}; choose one of {MOTION_MODELS}")

@@ -7,7 +7,7 @@ the input and the stage's slice of the RollingState.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -23,6 +23,14 @@ class AudioChunk:
     first_frame: int
     frames: int
     pcm: np.ndarray
+
+
+class FeatureModule(Protocol):
+    """Per-frame rows from 48 kHz PCM, with a small per-session state (the audio it still needs)."""
+
+    def initial_state(self, seed: int) -> Any: ...
+
+    def __call__(self, pcm48: np.ndarray, frames: int, state: Any) -> np.ndarray: ...
 
 
 @dataclass

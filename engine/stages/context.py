@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from engine.core.stage import AudioChunk, AudioFeatures, Stage
-from engine.families.motion.audio_features import AudioFeatureModule
-from engine.families.motion.mel_features import AudioTail, MelFeatureModule
+from typing import Any
+
+from engine.core.stage import AudioChunk, AudioFeatures, FeatureModule, Stage
 
 
-class ContextStage(Stage[AudioChunk, AudioFeatures, AudioTail]):
+class ContextStage(Stage[AudioChunk, AudioFeatures, Any]):
     name = "context"
 
-    def __init__(self, features: AudioFeatureModule | MelFeatureModule):
+    def __init__(self, features: FeatureModule):
         self.features = features
 
-    def new_state(self, seed: int) -> AudioTail:
+    def new_state(self, seed: int) -> Any:
         return self.features.initial_state(seed)
 
-    def run(self, data: AudioChunk, state: AudioTail) -> AudioFeatures:
+    def run(self, data: AudioChunk, state: Any) -> AudioFeatures:
         return AudioFeatures(data, self.features(data.pcm, data.frames, state))

@@ -21,9 +21,8 @@ from engine.core.chunks import ANCHOR, ChunkPlan, i_chunk, interior, n_chunk
 from engine.core.stage import AudioFeatures, MotionChunk, Stage
 from engine.families.motion.dit import MotionDiT
 from engine.families.motion.lip_closure import LipClosure
-from engine.families.motion.mel_features import DIM as AUDIO_DIM
-from engine.families.motion.mel_features import SILENCE
 from engine.families.motion.sigmas import flow_sigmas
+from engine.families.motion.speech_features import silence
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ class MotionState:
 
     rng: np.random.Generator
     motion: np.ndarray  # (window, DIM): final frames of context, then the chunk being made
-    features: np.ndarray  # (window, AUDIO_DIM): their audio rows
+    features: np.ndarray  # (window, audio_dim): their audio rows
     k: np.ndarray  # the next N chunk's index
 
 class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
@@ -81,6 +80,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
             raise ValueError("the closure detector must hear as far ahead as the motion model, inside its window")
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
         self.jaw_gain = sampler.jaw_gain
+        self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[[motion.INDEX[k] for k in motion.MOUTH]] = sampler.mouth_temperature
         self.low = np.full(motion.DIM, -np.inf, np.float32)
@@ -92,7 +92,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         window = self.model.config.window
         return MotionState(np.random.default_rng(seed),
                            motion=motion.zeros(window),  # a neutral face ...
-                           features=np.full((window, AUDIO_DIM), SILENCE, np.float32),  # ... over silence
+                           features=np.tile(self.silence, (window, 1)),  # ... over silence
                            k=np.zeros(1, np.int64))
 
     def run(self, data: AudioFeatures, state: MotionState) -> MotionChunk:
@@ -120,7 +120,8 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         """
         assert self.closure is not None  # run() calls this only with a detector
         rows = self.closure.config.rows
-        windows = np.stack([feats[i + 1 - rows: i + 1] for i in range(self.context, len(feats))])
+        mel = feats[:, : self.closure.config.audio_dim]  # the detector hears the log-mel columns
+        windows = np.stack([mel[i + 1 - rows: i + 1] for i in range(self.context, len(feats))])
         low, high = self.gate
         return np.clip((self.closure.probability(windows) - low) / (high - low), 0, 1).astype(np.float32)
 

@@ -8,11 +8,12 @@ from engine.core import motion
 from engine.core.pipeline import Pipeline, motion_stages
 from engine.core.stage import AudioChunk
 from engine.families.motion.dit import WEIGHTS, MotionDiT, MotionDiTConfig
+from engine.families.motion.mel_features import DIM as MEL_DIM
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 from engine.stages.motion import MotionStage
 
 pytestmark = pytest.mark.unit
-TINY = MotionDiTConfig(dim=32, depth=2, heads=2)
+TINY = MotionDiTConfig(dim=32, depth=2, heads=2, audio_dim=MEL_DIM)  # log-mel only: fast over long streams
 
 
 def tiny_model(seed: int = 0) -> MotionDiT:
@@ -84,7 +85,7 @@ def test_rolling_state_is_constant_over_ten_simulated_minutes():
     """Ten minutes of audio through context -> motion (tiny model) -> decode at a small size."""
     import cv2
 
-    from engine.families.motion.mel_features import MelFeatureModule
+    from engine.families.motion.speech_features import feature_module
     from engine.families.portrait.avatar import Portrait, load_portrait
     from engine.families.portrait.renderer import PortraitRenderer
     from engine.stages.context import ContextStage
@@ -93,7 +94,8 @@ def test_rolling_state_is_constant_over_ten_simulated_minutes():
     big = load_portrait(DEFAULT_AVATAR)
     small = Portrait(cv2.resize(big.image, (64, 64), interpolation=cv2.INTER_AREA), big.landmarks / 8)
     model, _ = tiny_model()
-    pipeline = Pipeline([ContextStage(MelFeatureModule()), MotionStage(model), DecodeStage(PortraitRenderer(small))])
+    pipeline = Pipeline([ContextStage(feature_module(model.config.audio_dim)), MotionStage(model),
+                         DecodeStage(PortraitRenderer(small))])
     state = pipeline.new_state(0)
     rng = np.random.default_rng(1)
     shapes = None
@@ -193,7 +195,7 @@ def constant_closure(probability: float):
 
 
 def test_the_closure_detector_shuts_the_published_lips_and_leaves_the_models_window(jfk_pcm48):
-    from engine.families.motion.mel_features import MelFeatureModule
+    from engine.families.motion.speech_features import feature_module
     from engine.stages.context import ContextStage
 
     pcm = jfk_pcm48[: 3 * 48000]
@@ -202,7 +204,7 @@ def test_the_closure_detector_shuts_the_published_lips_and_leaves_the_models_win
     for p in (None, 0.05, 0.99):
         stage = MotionStage(model, closure=None if p is None else constant_closure(p))
         stages[p] = stage
-        plain.append(run([ContextStage(MelFeatureModule()), stage], pcm))
+        plain.append(run([ContextStage(feature_module(model.config.audio_dim)), stage], pcm))
     never, always = plain[1], plain[2]
     mouth = [motion.INDEX[k] for k in ("jaw_open", "upper_lip")]
     assert plain[0][:, 0].max() > 0.5, "the speech opens the mouth"

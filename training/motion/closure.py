@@ -28,6 +28,7 @@ from torch.nn import functional as F
 
 from engine.core.module import config_metadata
 from engine.families.motion.lip_closure import WEIGHTS, LipClosureConfig
+from engine.families.motion.mel_features import DIM as MEL_DIM
 from engine.families.motion.mel_features import SILENCE
 
 from .visemes import Segment, frames_of
@@ -94,7 +95,8 @@ class Examples:
 
     def __init__(self, sets: list[dict], c: LipClosureConfig, held_back: float, augment: bool = True):
         self.augment = augment
-        self.features = np.concatenate([d["features"] for d in sets]).astype(np.float32)
+        # the log-mel columns: the motion model's data may carry the speech encoder's beside them
+        self.features = np.concatenate([d["features"][:, :MEL_DIM] for d in sets]).astype(np.float32)
         self.labels = np.concatenate([labels(d) for d in sets])
         self.train, self.held, offset = [], [], 0
         for d in sets:

@@ -31,6 +31,7 @@ from engine.config import SAMPLES_PER_FRAME
 from engine.core import motion
 from engine.families.motion.idle import IdleMotionModule
 from engine.families.motion.mel_features import MelFeatureModule
+from engine.families.motion.speech_features import SpeechFeatureModule, stream_rows
 from engine.families.portrait.rig_fit import fit_clip, mouth_opening, smooth
 
 from .channel import degrade
@@ -45,15 +46,14 @@ MAX_OFFSET = 4
 MIN_TRACKED = 0.9  # share of frames with a face for a clip to be used
 
 
-MEL = MelFeatureModule()
+SPEECH = SpeechFeatureModule()
 
 
 def features(pcm: np.ndarray, frames: int, warp: float = 1.0) -> np.ndarray:
-    """The engine's own log-mel rows for one clip, from a fresh stream state; with `warp`,
-    as if the speaker's vocal tract were that much shorter (vocal tract length
+    """The engine's own speech feature rows for one clip, from a fresh stream state; with
+    `warp`, the log-mel columns as if the speaker's vocal tract were that much shorter (vocal tract length
     perturbation: the filterbank reads frequency f where it would read f * warp)."""
-    module = MEL if warp == 1.0 else warped_mel(warp)
-    return module(pcm[: frames * SAMPLES_PER_FRAME], frames, module.initial_state(0))
+    return stream_rows(SPEECH if warp == 1.0 else SpeechFeatureModule(warped_mel(warp)), pcm, frames)
 
 
 def warped_mel(warp: float) -> MelFeatureModule:

@@ -27,7 +27,7 @@ from scipy.signal import fftconvolve
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from engine.families.motion.idle import IdleMotionModule
-from engine.families.motion.mel_features import MelFeatureModule
+from engine.families.motion.speech_features import SpeechFeatureModule, stream_rows
 
 from .corpus import sentence
 from .visemes import VISEMES, Segment, mouth_curves
@@ -144,11 +144,11 @@ def targets(seq: Sequence, frames: int, seed: int) -> np.ndarray:
 
 def encode(sequences: list[Sequence], seed: int, with_pcm: bool = False) -> dict[str, np.ndarray]:
     """All sequences end to end: features, motion, starts, segments; the audio too if asked."""
-    mel = MelFeatureModule()
+    speech = SpeechFeatureModule()
     features, motion_, starts, seg_rows, voices = [], [], [0], [], []
     for i, seq in enumerate(sequences):
         frames = len(seq.pcm) // SAMPLES_PER_FRAME
-        features.append(mel(seq.pcm, frames, mel.initial_state(0)))
+        features.append(stream_rows(speech, seq.pcm, frames))
         motion_.append(targets(seq, frames, seed * 100_003 + i))
         seg_rows += [(i, VISEME_NAMES.index(s.viseme), s.start, s.end) for s in seq.segments]
         starts.append(starts[-1] + frames)

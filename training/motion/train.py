@@ -32,7 +32,7 @@ import torch
 from engine.core import motion
 from engine.core.module import config_metadata
 from engine.families.motion.dit import WEIGHTS, MotionDiTConfig
-from engine.families.motion.mel_features import SILENCE
+from engine.families.motion.speech_features import silence
 
 from .model import MotionDiT
 
@@ -163,7 +163,7 @@ def example(windows: Windows, rng: np.random.Generator, config: TrainConfig, c: 
     known, start = known_masks(rng, config.batch, c)
     context = c.window - c.chunk
     motion_[start, :context] = 0.0
-    features[start, :context] = SILENCE
+    features[start, :context] = silence(c.audio_dim)
     x0 = (motion_ - stats["motion_mean"]) / stats["motion_std"]
     audio = (features - stats["feature_mean"]) / stats["feature_std"]
     x0_known = x0 + rng.standard_normal(x0.shape) * config.context_noise * rng.random((len(x0), 1, 1))

@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.core import motion
 from engine.core.module import Module, saved_config
-from engine.families.motion.mel_features import DIM as AUDIO_DIM
+from engine.families.motion.speech_features import DIM as AUDIO_DIM
 
 WEIGHTS = Path(__file__).resolve().parents[2] / "weights" / "motion_dit.safetensors"
 
