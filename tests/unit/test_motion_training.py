@@ -76,7 +76,7 @@ def test_recipe_train_and_evaluate_run_end_to_end(tmp_path):
     assert trained.returncode == 0, trained.stderr
     assert json.loads(trained.stdout.splitlines()[-1])["steps"] == 5
     model = MotionDiT(weights)
-    window = model.sample(motion.zeros(10), np.arange(10) < 8, np.zeros((10, 80), np.float32),
+    window = model.sample(motion.zeros(10), np.arange(10) < 8, np.zeros((10, model.config.audio_dim), np.float32),
                           np.random.default_rng(0).standard_normal((10, motion.DIM)).astype(np.float32),
                           np.array([1.0, 0.5, 0.0], np.float32))
     assert np.isfinite(window).all()
