@@ -35,7 +35,7 @@ def clip_rows(faces: Path) -> list[dict]:
     rows = []
     for source, items in load(faces).items():
         offset = av_offset(items)
-        for i, (name, landmarks, pcm) in enumerate(items):
+        for i, (_, landmarks, pcm) in enumerate(items):
             if usable(landmarks):
                 pcm = shifted(pcm, offset)
                 rows.append({"source": source, "features": features(pcm, len(landmarks)),
