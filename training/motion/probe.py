@@ -19,11 +19,10 @@ import numpy as np
 
 from engine.core import motion
 from engine.families.motion.mel_features import DIM as MEL_DIM
-from engine.families.portrait.rig_fit import mouth_opening, smooth
+from engine.families.portrait.rig_fit import mouth_opening
 
-from .real_data import av_offset, features, shifted, targets, usable
+from .real_data import av_offset, features, level, shifted, targets, usable
 from .real_faces import load
-from .recipe import frame_db
 
 CONTEXT = (-8, 2)
 HELD_BACK = 50  # s1 clips tested, not trained on
@@ -41,7 +40,7 @@ def clip_rows(faces: Path) -> list[dict]:
                 rows.append({"source": source, "features": features(pcm, len(landmarks)),
                              "jaw": targets(landmarks, i)[:, motion.INDEX["jaw_open"]],
                              "opening": mouth_opening(np.nan_to_num(landmarks)),
-                             "level": smooth(np.maximum(frame_db(pcm, len(landmarks)), -60))})
+                             "level": level(pcm, len(landmarks))})
     return rows
 
 

