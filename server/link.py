@@ -64,7 +64,7 @@ class BitrateControl:
         rate = min(self.ceiling, max(MIN_BITRATE, rate))
         if rate == self.rate or now - self.changed_at < MIN_CHANGE_S:
             return False
-        logger.debug("video bitrate %d -> %d kbit/s (%s)", self.rate // 1000, rate // 1000, why)
+        logger.info("video bitrate %d -> %d kbit/s (%s)", self.rate // 1000, rate // 1000, why)
         self.rate, self.changed_at = rate, now
         return True
 

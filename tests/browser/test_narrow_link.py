@@ -5,6 +5,7 @@ checks that the server's bitrate control suits a browser's estimate and loss rep
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -52,12 +53,16 @@ async def test_chromium_plays_through_a_narrow_lossy_link_and_recovers(browser, 
             narrow = await rates(page, 6)
             widen_the_link()
             await page.evaluate("t => window.viewer.speak(t)", "Now the link is wide again and I go on. " * 12)
-            recovered = await rates(page, 25)  # a browser's estimate grows ~8 %/s
+            # Chromium's REMB first creeps up by 10-30 kbit/s a second near the capacity it
+            # last saw, then grows ~8 %/s: from ~210 kbit/s it passed 600 after 17-22 s here
+            recovered = await rates(page, 40)
         finally:
             await context.close()
-    measured = {"wide": wide, "narrow": narrow, "recovered": recovered}
+    decisions = [line.split(" INFO ")[-1] for line in Path(server.log.name).read_text().splitlines()
+                 if "video bitrate" in line]
+    measured = {"wide": wide, "narrow": narrow, "recovered": recovered, "server": decisions}
     print(measured)
     assert min(kbps for _, kbps in wide) > 600, measured
     assert max(kbps for _, kbps in narrow) < 420, f"the bitrate did not follow the 400 kbit/s link: {measured}"
     assert sum(fps for fps, _ in narrow) / len(narrow) > 10, f"frames stopped flowing on the narrow link: {measured}"
-    assert max(kbps for _, kbps in recovered[15:]) > 600, f"the bitrate did not recover: {measured}"
+    assert max(kbps for _, kbps in recovered[25:]) > 600, f"the bitrate did not recover: {measured}"
