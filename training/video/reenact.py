@@ -9,6 +9,8 @@ never saw, followed by silence so the idle walk is measured too. mediapipe track
 rendered frames and the real footage of the same clips, cut to the avatar's own framing:
 - corr: Pearson correlation of the mouth openings per held-out clip, mean over clips
   (the source's audio/video offset is taken out first, as in the lip-sync evaluation);
+- follows_model: correlation of our mouth opening with the motion model's jaw coefficient
+  that drove it: how faithfully the renderer shows the motion, apart from the motion itself;
 - amplitude: median over clips of std(ours) / std(real);
 - face_found: share of rendered frames in which mediapipe finds the face;
 - sharpness: mean variance of the Laplacian of the mouth region, ours over the held-out
@@ -29,6 +31,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from engine.core import motion
 from engine.families.portrait.rig_fit import mouth_opening
 from engine.families.video import walk
 from engine.families.video.mouth import sharpness
@@ -97,7 +100,7 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
     state = renderer.new_state(0)
     ours = [renderer.render(c, state) for c in coeffs]
     ours_lm = track_landmarks(ours)
-    corr, ratio, sharp_ours, sharp_real, real_steps = [], [], [], [], []
+    corr, follows, ratio, sharp_ours, sharp_real, real_steps = [], [], [], [], [], []
     start = 0
     for frames, _ in real:
         n = min(len(frames), len(coeffs) - start)
@@ -106,6 +109,7 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
         a = mouth_opening(np.nan_to_num(ours_lm[start:start + n]))
         b = mouth_opening(np.nan_to_num(real_lm))
         corr.append(float(np.corrcoef(a, b)[0, 1]) if a.std() > 1e-6 else 0.0)
+        follows.append(float(np.corrcoef(a, coeffs[start:start + n, motion.INDEX["jaw_open"]])[0, 1]))
         ratio.append(float(a.std() / max(b.std(), 1e-6)))
         sharp_ours.append(mouth_sharpness(ours[start:start + n], ours_lm[start:start + n]))
         sharp_real.append(mouth_sharpness(real_frames, real_lm))
@@ -119,6 +123,7 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
     sharp_clip = mouth_sharpness([ref.decode(int(i)) for i in sample], ref.landmarks[sample])
     result = {"case": case.name, "avatar_seconds": round(ref.frames / 25, 1), "driven_clips": len(real),
               "av_offset_frames": offset, "corr": round(float(np.mean(corr)), 3),
+              "follows_model": round(float(np.mean(follows)), 3),
               "amplitude": round(float(np.median(ratio)), 3),
               "face_found": round(float(np.isfinite(ours_lm[:, 0, 0]).mean()), 4),
               "sharpness_ratio": round(float(np.mean(sharp_ours) / max(np.mean(sharp_real), 1e-6)), 3),
@@ -157,7 +162,8 @@ def by_person(results: list[dict]) -> dict:
     people: dict[str, list[dict]] = {}
     for r in results:
         people.setdefault(r["case"].split("-")[0], []).append(r)
-    keys = ("corr", "amplitude", "face_found", "sharpness_ratio", "sharpness_vs_clip", "head_jump_ratio")
+    keys = ("corr", "follows_model", "amplitude", "face_found", "sharpness_ratio", "sharpness_vs_clip",
+            "head_jump_ratio")
     return {p: {k: round(float(np.mean([r[k] for r in rs])), 3) for k in keys} | {"cases": len(rs)}
             for p, rs in people.items()}
 
