@@ -24,12 +24,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, help="port (default 8080)")
     parser.add_argument("--avatar", type=Path, help="portrait photo or video clip (MP4/MOV/WebM) of the person "
                         "for the default avatar")
+    parser.add_argument("--engine", choices=("local", "ray"), help="where engine workers run (default local)")
+    parser.add_argument("--ray-address", help="the Ray cluster's head, host:port (with --engine ray)")
     parser.add_argument("--config", type=Path,
                         help="TOML file of settings (see README); AVATAR_* variables override it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        config = ServerConfig.load(args.config, host=args.host, port=args.port)
+        config = ServerConfig.load(args.config, host=args.host, port=args.port, engine=args.engine,
+                                   ray_address=args.ray_address)
     except ConfigError as exc:
         raise SystemExit(f"avatar-server: {exc}") from None
     if args.avatar:

@@ -29,6 +29,9 @@ def _default_max_sessions() -> int:
     return 4 * gpus if gpus else max(1, os.cpu_count() or 1)
 
 
+ENGINES = ("local", "ray")
+
+
 class ConfigError(ValueError):
     """A configuration value is missing, unknown or malformed."""
 
@@ -40,7 +43,11 @@ class ServerConfig:
     avatar: Path = DEFAULT_AVATAR
     """Portrait used when a session names no avatar."""
     workers: int = field(default_factory=_default_workers)
-    """Engine worker processes."""
+    """Engine worker processes (with engine = "ray": actors, one CPU core each)."""
+    engine: str = "local"
+    """Where the engine workers run: "local" (processes of this server) or "ray" (actors on a Ray cluster)."""
+    ray_address: str = ""
+    """The Ray cluster (host:port of its head, as `ray start --head` prints) for engine = "ray"."""
     ice_servers: tuple[str, ...] = ()
     """STUN/TURN URLs. Empty by default: an unreachable server stalls ICE gathering for 5 s."""
     ice_username: str = ""
@@ -75,6 +82,11 @@ class ServerConfig:
     """Audio-to-motion: "dit" (the trained MotionDiT) or "interim" (the hand-set loudness mapping)."""
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"setting 'engine' must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.engine == "ray" and not self.ray_address:
+            raise ConfigError("engine = ray needs the cluster's address: set 'ray_address' (AVATAR_RAY_ADDRESS, "
+                              "--ray-address) to the head's host:port")
         if self.motion_model not in MOTION_MODELS:
             raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
                               f"got {self.motion_model!r}")

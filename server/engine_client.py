@@ -12,9 +12,11 @@ import asyncio
 import logging
 import multiprocessing as mp
 import queue
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -68,6 +70,10 @@ class WorkerHandle:
         self._outbox: queue.Queue = queue.Queue(SEND_QUEUE)
         threading.Thread(target=self._send_loop, name=f"engine-send-{index}", daemon=True).start()
         asyncio.get_running_loop().add_reader(self.conn.fileno(), self._on_readable)
+
+    def describe(self) -> dict[str, object]:
+        return {"index": self.index, "pid": self.process.pid, "host": socket.gethostname(),
+                "sessions": len(self.sessions), "free_slots": len(self.free)}
 
     def send(self, message: object) -> None:
         try:
@@ -155,6 +161,20 @@ class WorkerHandle:
 class RenderedChunk:
     chunk_id: int
     slots: list[int]
+
+
+class SessionEngine(Protocol):
+    """What a Session needs of its engine: EngineSession here, RaySession with AVATAR_ENGINE=ray."""
+
+    async def wait_open(self) -> None: ...
+
+    async def render(self, chunk_id: int, first_frame: int, pcm: np.ndarray, frames: int) -> RenderedChunk: ...
+
+    def frame(self, slot: int) -> np.ndarray: ...
+
+    def release(self, slot: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class EngineSession:

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.config import SAMPLES_PER_FRAME
 
-from .engine_client import EngineError, EngineSession
+from .engine_client import EngineError, SessionEngine
 from .playout import AVFrame, Playout
 from .speech import Mark, Piece, SpeechQueue
 from .utterances import MIRROR
@@ -27,7 +27,7 @@ Sound = tuple[np.ndarray, list[Mark], list[str]]  # one frame's audio, its marks
 class MediaPump:
     """See the module docstring."""
 
-    def __init__(self, engine: EngineSession, speech: SpeechQueue, playout: Playout, closed: asyncio.Event,
+    def __init__(self, engine: SessionEngine, speech: SpeechQueue, playout: Playout, closed: asyncio.Event,
                  chunk_frames: int, lead_frames: int, delay_frames: int, echo: bool):
         self.engine, self.speech, self.playout, self.closed = engine, speech, playout, closed
         self.chunk_frames, self.lead, self.echo = chunk_frames, max(lead_frames, chunk_frames), echo

@@ -10,6 +10,7 @@ import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiortc import RTCSessionDescription
@@ -28,6 +29,9 @@ from .metrics import Metrics
 from .session import Session, SessionConfig, SessionHooks
 from .signaling import answer, peer_connection
 
+if TYPE_CHECKING:
+    from .ray_engine import RayEngineClient
+
 log = logging.getLogger("server")
 MODES = ("tts", "mirror", "chat")
 RETRY_AFTER_S = 5
@@ -42,7 +46,7 @@ class Server:
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
         self.sessions: dict[str, Session] = {}
         self.metrics = Metrics(config.max_sessions, self.sessions.values)
-        self.engine = EngineClient(self.engine_config, config.workers, on_restart=self.metrics.worker_restarts.inc)
+        self.engine = self._engine_client()
         self.motion_delay = motion_delay_frames(self.engine_config.motion)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.asr = SpeechRecognizer()
@@ -51,6 +55,14 @@ class Server:
         self._opening: dict[str | None, int] = {}  # sessions being answered, per client address
         self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars, self.engine_config.size)
         self.started = time.time()
+
+    def _engine_client(self) -> EngineClient | RayEngineClient:
+        restarted = self.metrics.worker_restarts.inc
+        if self.config.engine == "ray":
+            from .ray_engine import RayEngineClient  # Ray is an optional extra
+
+            return RayEngineClient(self.engine_config, self.config.workers, self.config.ray_address, restarted)
+        return EngineClient(self.engine_config, self.config.workers, on_restart=restarted)
 
     async def startup(self, app: web.Application) -> None:
         encoder.install()

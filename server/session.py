@@ -26,7 +26,7 @@ from engine.config import SAMPLE_RATE
 from speech.tts import TextToSpeech
 
 from .conversation import Conversation
-from .engine_client import EngineError, EngineSession
+from .engine_client import EngineError, SessionEngine
 from .events import EventHub
 from .media_pump import MediaPump
 from .monitor import SessionMonitor
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("server.session")
 MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
-EngineOpener = Callable[[Callable[[EngineError], None]], EngineSession]
+EngineOpener = Callable[[Callable[[EngineError], None]], SessionEngine]
 """Opens the session's engine session, reporting its failures to the callback given."""
 
 
@@ -76,6 +76,7 @@ class Session:
         self.hub = EventHub(session_id)
         self.engine = open_engine(lambda exc: self.fail(exc.code, str(exc)))
         self.closed = asyncio.Event()
+        self.failed = False
         self._tasks: set[asyncio.Task] = set()
         self.speech = SpeechQueue()
         self.playout = Playout(self.engine.frame, self.engine.release, self._on_marks, config.size)
@@ -138,6 +139,9 @@ class Session:
             asyncio.ensure_future(self.close())
 
     def fail(self, code: str, message: str) -> None:
+        if self.failed:  # one failure often comes twice: from the engine, and from the pump's render
+            return
+        self.failed = True
         if not self.closed.is_set():
             log.warning("session %s failed: %s (%s)", self.id, code, message)
         self.hub.emit("error", code=code, message=message)

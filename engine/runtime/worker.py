@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import numpy as np
 
-from engine.config import SAMPLES_PER_FRAME, EngineConfig
+from engine.config import EngineConfig
 from engine.core.pipeline import Pipeline
-from engine.core.stage import AudioChunk, FrameChunk
-from engine.core.state import RollingState
-from engine.families.portrait.avatar import DEFAULT_AVATAR, NoFaceError
+from engine.core.stage import FrameChunk
+from engine.families.portrait.avatar import NoFaceError
+from engine.runtime.host import SessionHost
 from engine.runtime.ipc import (
     CloseSessionRequest,
     FrameRing,
@@ -37,18 +34,7 @@ from engine.runtime.ipc import (
 )
 
 log = logging.getLogger("engine.runtime.worker")
-
-
-IDLE_PIPELINES = 2
 LOAD_POLL_S = 0.005
-
-
-@dataclass
-class Placed:
-    """A session on this worker: its avatar (which Pipeline) and its RollingState."""
-
-    avatar: str
-    state: RollingState
 
 
 class EngineWorker:
@@ -57,23 +43,10 @@ class EngineWorker:
     def __init__(self, index: int, conn: Connection, ring_name: str, config: EngineConfig):
         self.index, self.conn, self.config = index, conn, config
         self.ring = FrameRing(config.size, config.ring_slots, ring_name)
-        # by avatar path: analysis is per avatar, not per session; most recently used last
-        self.pipelines: OrderedDict[str, Pipeline] = OrderedDict()
-        self.sessions: dict[str, Placed] = {}
-        self.preload = config.preload_avatar or str(DEFAULT_AVATAR)
+        self.host = SessionHost(config)
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="avatar-load")
         self._loading: dict[str, Future[Pipeline]] = {}  # avatar -> its load
         self._waiting: dict[str, list[OpenSessionRequest]] = {}  # avatar -> sessions opening on it
-
-    def pipeline(self, avatar: str) -> Pipeline:
-        if avatar not in self.pipelines:
-            self.pipelines[avatar] = Pipeline.for_avatar(Path(avatar), self.config.motion)
-            self.forget_idle()
-        self.pipelines.move_to_end(avatar)
-        return self.pipelines[avatar]
-
-    def _load(self, avatar: str) -> Pipeline:  # on the loader thread: builds, touches no state
-        return Pipeline.for_avatar(Path(avatar), self.config.motion)
 
     def finish_loads(self) -> None:
         """Open the sessions whose avatar has finished loading (or fail them with its error)."""
@@ -83,7 +56,7 @@ class EngineWorker:
             del self._loading[avatar]
             waiting = self._waiting.pop(avatar, [])
             try:
-                self.pipelines[avatar] = future.result()
+                self.host.pipelines[avatar] = future.result()
             except Exception as exc:
                 code = "bad_avatar" if isinstance(exc, NoFaceError) else "engine_error"
                 log.warning("avatar %s failed to load: %s", avatar, exc)
@@ -92,18 +65,10 @@ class EngineWorker:
                 continue
             for request in waiting:
                 self.handle(request)  # opens it now: the pipeline is here
-            self.forget_idle()
-
-    def forget_idle(self) -> None:
-        """Keep the avatars in use, the preloaded one and IDLE_PIPELINES more: a video
-        avatar holds its clip (about 55 MB a minute), so idle ones must not pile up."""
-        used = {p.avatar for p in self.sessions.values()} | {self.preload}
-        idle = [a for a in self.pipelines if a not in used]
-        for avatar in idle[: max(0, len(idle) - IDLE_PIPELINES)]:
-            del self.pipelines[avatar]
+            self.host.forget_idle()
 
     def serve(self) -> None:
-        self.pipeline(self.preload)
+        self.host.pipeline(self.host.preload)
         self.conn.send(ReadyEvent(self.index, os.getpid()))
         try:
             while True:
@@ -127,40 +92,33 @@ class EngineWorker:
             elif isinstance(message, RenderRequest):
                 self.render(message)
             elif isinstance(message, CloseSessionRequest):
-                self.sessions.pop(session, None)
                 for waiting in self._waiting.values():
                     waiting[:] = [r for r in waiting if r.session_id != session]
-                self.forget_idle()
+                self.host.close(session)
         except NoFaceError as exc:
             self.conn.send(SessionErrorEvent(session, "bad_avatar", str(exc)))
         except Exception as exc:  # one broken session must not take the worker down
             log.exception("session %s failed", session)
-            self.sessions.pop(session, None)
+            self.host.sessions.pop(session, None)
             if isinstance(message, RenderRequest):
                 self.give_back(message)
             self.conn.send(SessionErrorEvent(session, "engine_error", f"{type(exc).__name__}: {exc}"))
 
     def open(self, request: OpenSessionRequest) -> None:
-        if request.avatar not in self.pipelines:
+        if request.avatar not in self.host.pipelines:
             if request.avatar not in self._loading:
-                self._loading[request.avatar] = self._loader.submit(self._load, request.avatar)
+                self._loading[request.avatar] = self._loader.submit(self.host.load, request.avatar)
             self._waiting.setdefault(request.avatar, []).append(request)
             return
-        pipeline = self.pipeline(request.avatar)
-        self.sessions[request.session_id] = Placed(request.avatar, pipeline.new_state(request.seed))
+        self.host.open(request.session_id, request.avatar, request.seed)
         self.conn.send(SessionOpenedEvent(request.session_id))
 
     def render(self, request: RenderRequest) -> None:
-        placed = self.sessions.get(request.session_id)
-        if placed is None:
+        if request.session_id not in self.host.sessions:
             self.give_back(request)  # closed while the request was in flight
             return
-        frames = len(request.slots)
         pcm = np.frombuffer(request.pcm, np.int16)
-        if len(pcm) != frames * SAMPLES_PER_FRAME:
-            raise ValueError(f"chunk has {len(pcm)} samples, expected {frames * SAMPLES_PER_FRAME}")
-        chunk = AudioChunk(request.first_frame, frames, pcm)
-        self.pipelines[placed.avatar].step(chunk, placed.state, lambda rendered: self.publish(rendered, request))
+        self.publish(self.host.render(request.session_id, request.first_frame, pcm, len(request.slots)), request)
 
     def give_back(self, request: RenderRequest) -> None:
         """Every request is answered, rendered or not: the server owns the ring's free

@@ -27,8 +27,7 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({
         "status": "ok", "sessions": len(server.sessions), "max_sessions": server.config.max_sessions,
         "available": max(0, server.config.max_sessions - server.held),
-        "workers": [{"index": w.index, "pid": w.process.pid, "sessions": len(w.sessions),
-                     "free_slots": len(w.free)} for w in server.engine.workers],
+        "engine": server.config.engine, "workers": [w.describe() for w in server.engine.workers],
         "worker_restarts": server.engine.restarts, "uptime_s": round(time.time() - server.started, 1),
     })
 

@@ -1,0 +1,90 @@
+"""AVATAR_ENGINE=ray: the engine's workers as actors on a real Ray cluster (`ray start --head`
+on loopback, inside the tests' private network namespace), a real server and real aiortc viewers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from avatar_client import AvatarViewer
+from testkit.server import ServerProcess, free_port
+
+pytestmark = pytest.mark.integration
+RAY = str(Path(sys.executable).with_name("ray"))
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A one-node Ray cluster of two CPUs on 127.0.0.1; its address."""
+    port = free_port()
+    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
+                    "--include-dashboard=false", "--disable-usage-stats"], check=True, env=ENV,
+                   capture_output=True, timeout=120)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+
+
+async def health(url: str) -> dict:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url + "/healthz") as res:
+            return await res.json()
+
+
+async def fps(viewer: AvatarViewer, seconds: float = 3.0) -> float:
+    before = viewer.video_count
+    await asyncio.sleep(seconds)
+    return (viewer.video_count - before) / seconds
+
+
+async def test_sessions_play_on_ray_actors_and_a_killed_actor_ends_only_its_session(ray_head):
+    env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "2"}
+    with ServerProcess(env) as server:
+        viewers = [AvatarViewer(server.url), AvatarViewer(server.url)]
+        later = AvatarViewer(server.url)
+        try:
+            for viewer in viewers:
+                await viewer.connect()
+                await viewer.record_events()
+            await asyncio.gather(*(v.wait_frames(25, timeout=60) for v in viewers))
+            rates = await asyncio.gather(*(fps(v) for v in viewers))
+            info = await health(server.url)
+            assert info["engine"] == "ray" and len(info["workers"]) == 2, info
+            assert sorted(w["sessions"] for w in info["workers"]) == [1, 1], f"one session per actor: {info}"
+            assert all(w["ready"] and w["node"] for w in info["workers"]), info
+            assert min(rates) >= 23, f"frames per second on Ray actors: {rates}"
+
+            victim = info["workers"][0]
+            os.kill(victim["pid"], signal.SIGKILL)
+            killed_at = time.monotonic()
+            died = await asyncio.wait({asyncio.ensure_future(v.wait_event("error", 10)) for v in viewers},
+                                      return_when=asyncio.FIRST_COMPLETED)
+            error = next(iter(died[0])).result()
+            assert error["code"] == "worker_died", error
+            assert time.monotonic() - killed_at < 3, "worker_died came later than 2 s (and a poll) after the kill"
+            for task in died[1]:
+                task.cancel()
+            survivor = next(v for v in viewers if not any(e["type"] == "error" for e in v.seen))
+            assert await fps(survivor, 2) >= 20, "the session on the other actor stopped"
+
+            for _ in range(120):  # Ray restarts the actor; the server sees its new process
+                info = await health(server.url)
+                if info["worker_restarts"] == 1 and all(w["ready"] for w in info["workers"]):
+                    break
+                await asyncio.sleep(0.5)
+            assert info["worker_restarts"] == 1 and info["workers"][0]["pid"] != victim["pid"], info
+            await later.connect()
+            await later.wait_frames(25, timeout=60)
+        finally:
+            for viewer in [*viewers, later]:
+                await viewer.close()
