@@ -142,7 +142,9 @@ class RayEngineClient:
         remote = ray.remote(EngineActor)
         for i in range(self.count):
             name = f"{self._prefix}-{i}"
-            actor = remote.options(name=name, num_cpus=1, max_restarts=-1, max_task_retries=0).remote(i, self.config)
+            # SPREAD: one node's loss takes as few sessions with it as the cluster allows
+            actor = remote.options(name=name, num_cpus=1, max_restarts=-1, max_task_retries=0,
+                                   scheduling_strategy="SPREAD").remote(i, self.config)
             self.workers.append(RayWorker(i, name, actor))
         await asyncio.wait_for(asyncio.gather(*(self._ping(w) for w in self.workers)), READY_TIMEOUT_S)
         log.info("engine ready: %d Ray actor(s) on %s", len(self.workers), self.address)

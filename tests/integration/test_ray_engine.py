@@ -88,3 +88,59 @@ async def test_sessions_play_on_ray_actors_and_a_killed_actor_ends_only_its_sess
         finally:
             for viewer in [*viewers, later]:
                 await viewer.close()
+
+
+@pytest.fixture
+def two_nodes():
+    """Ray's own test cluster: a head and a second node, one CPU each, both on 127.0.0.1."""
+    from ray.cluster_utils import Cluster
+
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        second = cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        yield cluster, second
+    finally:
+        cluster.shutdown()
+
+
+async def test_sessions_land_on_both_nodes_and_a_removed_node_ends_only_its_sessions(two_nodes):
+    cluster, second = two_nodes
+    env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": cluster.address, "AVATAR_WORKERS": "2"}
+    with ServerProcess(env) as server:
+        viewers = [AvatarViewer(server.url), AvatarViewer(server.url)]
+        later = AvatarViewer(server.url)
+        try:
+            for viewer in viewers:
+                await viewer.connect()
+                await viewer.record_events()
+            await asyncio.gather(*(v.wait_frames(25, timeout=60) for v in viewers))
+            rates = await asyncio.gather(*(fps(v) for v in viewers))
+            info = await health(server.url)
+            nodes = {w["node"] for w in info["workers"] if w["sessions"] == 1}
+            assert len(nodes) == 2 and second.node_id in nodes, f"a session on each node: {info}"
+            assert min(rates) >= 23, f"frames per second on two nodes: {rates}"
+
+            removed_at = time.monotonic()
+            await asyncio.to_thread(cluster.remove_node, second, allow_graceful=False)
+            died = await asyncio.wait({asyncio.ensure_future(v.wait_event("error", 15)) for v in viewers},
+                                      return_when=asyncio.FIRST_COMPLETED)
+            assert next(iter(died[0])).result()["code"] == "worker_died"
+            assert time.monotonic() - removed_at < 3, "worker_died came later than 2 s (and a poll) after the loss"
+            for task in died[1]:
+                task.cancel()
+            survivor = next(v for v in viewers if not any(e["type"] == "error" for e in v.seen))
+            assert await fps(survivor, 2) >= 20, "the session on the head node stopped"
+            for _ in range(20):  # the lost actor has no node to restart on: it stays out of placement
+                info = await health(server.url)
+                if sum(w["ready"] for w in info["workers"]) == 1:
+                    break
+                await asyncio.sleep(0.5)
+            assert sum(w["ready"] for w in info["workers"]) == 1, info
+            await later.connect()  # placed on the head node's actor, beside the survivor
+            await later.wait_frames(25, timeout=60)
+        finally:
+            for viewer in [*viewers, later]:
+                await viewer.close()
