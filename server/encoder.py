@@ -15,7 +15,6 @@ H264Encoder through its public `pack`; nothing private of aiortc's is overridden
 
 from __future__ import annotations
 
-import fractions
 import time
 
 import av
@@ -26,9 +25,9 @@ from aiortc.codecs.base import Encoder
 from av.frame import Frame
 from av.packet import Packet
 
-from .link import BitrateControl, OnFrame
+from engine.runtime.h264 import open_h264
 
-FPS = 25
+from .link import BitrateControl, OnFrame
 
 
 class RealtimeH264Encoder(Encoder):
@@ -57,7 +56,8 @@ class RealtimeH264Encoder(Encoder):
                            or frame.width != self.codec.width or frame.height != self.codec.height):
             self.codec = None
         if self.codec is None:
-            self.codec = self._open(frame.width, frame.height, self.control.rate)
+            self.codec = open_h264(frame.width, frame.height, self.control.rate)
+            self.opened_at = self.control.rate
         frame.pict_type = av.video.frame.PictureType.I if force_keyframe else av.video.frame.PictureType.NONE
         packet = av.Packet(b"".join(bytes(p) for p in self.codec.encode(frame)))
         assert frame.time_base is not None  # the track stamps every frame on the 90 kHz clock
@@ -65,21 +65,10 @@ class RealtimeH264Encoder(Encoder):
         return self._packer.pack(packet)
 
     def pack(self, packet: Packet) -> tuple[list[bytes], int]:
+        """A frame encoded on the engine's node (AVATAR_ENGINE=ray), with its track's control."""
+        if isinstance(packet.opaque, OnFrame):
+            self.control = packet.opaque.control
         return self._packer.pack(packet)
-
-    def _open(self, width: int, height: int, rate: int) -> av.VideoCodecContext:
-        codec = av.CodecContext.create("libx264", "w")
-        codec.width, codec.height = width, height
-        codec.bit_rate = self.opened_at = rate
-        codec.pix_fmt = "yuv420p"
-        codec.framerate = fractions.Fraction(FPS, 1)
-        codec.time_base = fractions.Fraction(1, FPS)
-        # The VBV caps every frame, keyframes too, at half a second of the link's bits: a
-        # keyframe larger than a narrow link's queue would be lost again and again.
-        codec.options = {"preset": "ultrafast", "tune": "zerolatency", "level": "31", "g": str(2 * FPS),
-                         "maxrate": str(rate), "bufsize": str(rate // 2)}
-        codec.profile = "Baseline"
-        return codec
 
 
 def _get_encoder(codec: RTCRtpCodecParameters) -> Encoder:

@@ -34,6 +34,8 @@ from engine.runtime.ipc import (
     ShutdownRequest,
 )
 
+from .link import BitrateControl
+
 log = logging.getLogger("server.engine")
 SEND_QUEUE = 256
 READY_TIMEOUT_S = 120
@@ -164,13 +166,23 @@ class RenderedChunk:
 
 
 class SessionEngine(Protocol):
-    """What a Session needs of its engine: EngineSession here, RaySession with AVATAR_ENGINE=ray."""
+    """What a Session needs of its engine: EngineSession here, RaySession with AVATAR_ENGINE=ray.
+
+    `frame(slot)` is a raw I420 frame where `encoded` is False, an H.264 access unit where it
+    is True; an encoded stream follows the viewer's link itself (`follow`) and is asked for a
+    keyframe when a frame was not sent (`want_keyframe`)."""
+
+    encoded: bool
+
+    def follow(self, link: BitrateControl) -> None: ...
+
+    def want_keyframe(self) -> None: ...
 
     async def wait_open(self) -> None: ...
 
     async def render(self, chunk_id: int, first_frame: int, pcm: np.ndarray, frames: int) -> RenderedChunk: ...
 
-    def frame(self, slot: int) -> np.ndarray: ...
+    def frame(self, slot: int) -> np.ndarray | bytes: ...
 
     def release(self, slot: int) -> None: ...
 
@@ -225,6 +237,14 @@ class EngineSession:
                 self.worker.release(slot)
             raise
         return await future
+
+    encoded = False  # frames come raw from the ring; the server's encoder follows the link
+
+    def follow(self, link: BitrateControl) -> None:
+        pass
+
+    def want_keyframe(self) -> None:
+        pass
 
     def frame(self, slot: int) -> np.ndarray:
         return self.worker.frame(slot)

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import av
 import numpy as np
@@ -66,8 +67,11 @@ class PlayoutStats:
 class Playout:
     """Hands out tick k to both tracks; see the module docstring."""
 
-    def __init__(self, frame_of: Callable[[int], np.ndarray], release: Callable[[int], None],
-                 on_marks: Callable[[list, list[str]], None], size: int):
+    def __init__(self, frame_of: Callable[[int], Any], release: Callable[[int], None],
+                 on_marks: Callable[[list, list[str]], None], size: int, encoded: bool = False,
+                 on_gap: Callable[[], None] = lambda: None):
+        """`frame_of(slot)`: a raw I420 frame, or with `encoded` an H.264 access unit; an
+        encoded frame that is never sent calls `on_gap` (the next one must be a keyframe)."""
         self.clock = MediaClock()
         self.queue: deque[AVFrame] = deque()
         self.consumed = asyncio.Event()
@@ -78,6 +82,8 @@ class Playout:
         self._tick = -1
         self._video = av.VideoFrame(size, size, "yuv420p")
         self._audio: dict[int, np.ndarray] = {}
+        self.encoded, self._on_gap = encoded, on_gap
+        self._packets: dict[int, bytes] = {}  # tick -> its access unit, until the video track takes it
 
     def push(self, frame: AVFrame) -> None:
         self.queue.append(frame)
@@ -87,9 +93,13 @@ class Playout:
     def buffered(self) -> int:
         return len(self.queue)
 
-    def video(self, tick: int) -> av.VideoFrame:
+    def video(self, tick: int) -> av.VideoFrame | av.Packet:
+        """Tick k's picture: the latest frame (held while none is fresh), or when encoded
+        the access unit made for tick k (empty while none is: aiortc then sends nothing)."""
         self._advance(tick)
-        return self._video
+        if not self.encoded:
+            return self._video
+        return av.Packet(self._packets.pop(tick, b""))
 
     def audio(self, tick: int, half: int) -> np.ndarray:
         self._advance(tick)
@@ -119,11 +129,16 @@ class Playout:
                     self.stats.skipped += 1
                 self._take(entry)
             self._audio.pop(self._tick - 3, None)
+            if self._packets.pop(self._tick - 3, None) is not None:  # the video track fell behind
+                self._on_gap()
             self.consumed.set()
 
     def _take(self, entry: AVFrame) -> None:
         self.stats.played += 1
-        self._video = av.VideoFrame.from_ndarray(self._frame_of(entry.slot), format="yuv420p")
+        if self.encoded:
+            self._packets[self._tick] = self._frame_of(entry.slot)
+        else:
+            self._video = av.VideoFrame.from_ndarray(self._frame_of(entry.slot), format="yuv420p")
         self._release(entry.slot)
         self._audio[self._tick] = entry.pcm
         if entry.marks or entry.utterances:

@@ -28,6 +28,7 @@ from engine.config import EngineConfig
 from engine.runtime.ray_actor import EngineActor
 
 from .engine_client import READY_TIMEOUT_S, EngineError, EngineUnavailable, RenderedChunk
+from .link import BitrateControl
 
 log = logging.getLogger("server.engine")
 PING_S = 1.0
@@ -63,14 +64,19 @@ class RayWorker:
 
 
 class RaySession:
-    """A session's handle on its actor: the EngineSession interface, with frames kept here
-    under slot numbers of this session's own (at most the pump's lead is ever held)."""
+    """A session's handle on its actor: the EngineSession interface. Frames arrive encoded
+    (engine/runtime/ray_actor.py) and are kept here under slot numbers of this session's
+    own (at most the pump's lead is ever held)."""
 
-    def __init__(self, worker: RayWorker, session_id: str, avatar: str, seed: int,
+    encoded = True
+
+    def __init__(self, worker: RayWorker, session_id: str, avatar: str, seed: int, ceiling: int,
                  on_error: Callable[[EngineError], None]):
         self.worker, self.session_id, self.on_error = worker, session_id, on_error
         self.closed = False
-        self._frames: dict[int, np.ndarray] = {}
+        self.link = BitrateControl(ceiling)  # the viewer's, once its track exists (follow)
+        self._keyframe = False
+        self._frames: dict[int, bytes] = {}
         self._slots = itertools.count()
         self._opened = asyncio.ensure_future(self._call(worker.actor.open.remote(session_id, avatar, seed)))
 
@@ -98,16 +104,23 @@ class RaySession:
     async def wait_open(self) -> None:
         await self._opened
 
+    def follow(self, link: BitrateControl) -> None:
+        self.link = link
+
+    def want_keyframe(self) -> None:
+        self._keyframe = True
+
     async def render(self, chunk_id: int, first_frame: int, pcm: np.ndarray, frames: int) -> RenderedChunk:
         if self.closed:
             raise _died()
-        rendered = await self._call(self.worker.actor.render.remote(self.session_id, first_frame, pcm.tobytes(),
-                                                                   frames))
+        keyframe, self._keyframe = self._keyframe, False
+        rendered = await self._call(self.worker.actor.render.remote(
+            self.session_id, first_frame, pcm.tobytes(), frames, self.link.rate, keyframe))
         slots = [next(self._slots) for _ in range(len(rendered))]
         self._frames.update(zip(slots, rendered))
         return RenderedChunk(chunk_id, slots)
 
-    def frame(self, slot: int) -> np.ndarray:
+    def frame(self, slot: int) -> bytes:
         return self._frames[slot]
 
     def release(self, slot: int) -> None:
@@ -123,8 +136,10 @@ class RaySession:
 class RayEngineClient:
     """See the module docstring."""
 
-    def __init__(self, config: EngineConfig, workers: int, address: str, on_restart: Callable[[], None] = lambda: None):
+    def __init__(self, config: EngineConfig, workers: int, address: str, bitrate: int,
+                 on_restart: Callable[[], None] = lambda: None):
         self.config, self.count, self.address, self.on_restart = config, workers, address, on_restart
+        self.bitrate = bitrate  # the highest, as the local engine's encoders start at
         self.workers: list[RayWorker] = []
         self.restarts = 0
         self._watch: asyncio.Task | None = None
@@ -170,7 +185,7 @@ class RayEngineClient:
                      on_error: Callable[[EngineError], None]) -> RaySession:
         ready = [w for w in self.workers if w.ready] or self.workers  # none ready: its open fails
         worker = min(ready, key=lambda w: len(w.sessions))
-        session = RaySession(worker, session_id, avatar, seed, on_error)
+        session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error)
         worker.sessions[session_id] = session
         return session
 

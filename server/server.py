@@ -61,7 +61,8 @@ class Server:
         if self.config.engine == "ray":
             from .ray_engine import RayEngineClient  # Ray is an optional extra
 
-            return RayEngineClient(self.engine_config, self.config.workers, self.config.ray_address, restarted)
+            return RayEngineClient(self.engine_config, self.config.workers, self.config.ray_address,
+                                   self.config.video_bitrate, restarted)
         return EngineClient(self.engine_config, self.config.workers, on_restart=restarted)
 
     async def startup(self, app: web.Application) -> None:

@@ -79,12 +79,14 @@ class Session:
         self.failed = False
         self._tasks: set[asyncio.Task] = set()
         self.speech = SpeechQueue()
-        self.playout = Playout(self.engine.frame, self.engine.release, self._on_marks, config.size)
+        self.playout = Playout(self.engine.frame, self.engine.release, self._on_marks, config.size,
+                              encoded=self.engine.encoded, on_gap=self.engine.want_keyframe)
         self.utterances = Utterances(session_id, self.speech, self.playout, self.hub, tts, self.spawn,
                                      self.closed, config.max_queued, hooks.interrupted)
         self.pump = MediaPump(self.engine, self.speech, self.playout, self.closed, config.chunk_frames,
                               config.lead_frames, config.delay_frames, config.echo)
         self.video = AvatarVideoTrack(self.playout, config.video_bitrate, self._first_frame)
+        self.engine.follow(self.video.bitrate)
         self.audio = AvatarAudioTrack(self.playout)
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None

@@ -56,9 +56,9 @@ class AvatarVideoTrack(_PacedTrack):
         self._on_first_frame = on_first_frame
         self.bitrate = BitrateControl(ceiling)  # this viewer's link, up to the configured video_bitrate
 
-    async def recv(self) -> av.VideoFrame:
+    async def recv(self) -> av.VideoFrame | av.Packet:
         tick = await self._wait_unit()
-        frame = self.playout.video(tick)
+        frame = self.playout.video(tick)  # a Packet when the engine encodes on its own node
         frame.pts = tick * (VIDEO_CLOCK // FPS)
         frame.time_base = fractions.Fraction(1, VIDEO_CLOCK)
         frame.opaque = OnFrame(self.bitrate)  # how the encoder aiortc made for this track finds it

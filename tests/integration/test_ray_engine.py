@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import aiohttp
+import numpy as np
 import pytest
 
 from avatar_client import AvatarViewer
+from engine.families.video.tracking import track_landmarks
 from testkit.server import ServerProcess, free_port
 
 pytestmark = pytest.mark.integration
@@ -63,6 +65,9 @@ async def test_sessions_play_on_ray_actors_and_a_killed_actor_ends_only_its_sess
             assert sorted(w["sessions"] for w in info["workers"]) == [1, 1], f"one session per actor: {info}"
             assert all(w["ready"] and w["node"] for w in info["workers"]), info
             assert min(rates) >= 23, f"frames per second on Ray actors: {rates}"
+            # encoded on the actor's node, decoded here: the picture is the avatar's face
+            faces = track_landmarks([v.received.video[-1][1] for v in viewers])
+            assert np.isfinite(faces[:, 0, 0]).all(), "no face in the frames the actors encoded"
 
             victim = info["workers"][0]
             os.kill(victim["pid"], signal.SIGKILL)

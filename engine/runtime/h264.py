@@ -1,0 +1,47 @@
+"""Our H.264: one set of x264 settings for every encoder, the server's (one per viewer, fed
+raw frames from the ring) and a Ray actor's (one per session, on the node that renders it,
+so only packets cross the network). This module imports no aiortc."""
+
+from __future__ import annotations
+
+import fractions
+
+import av
+import numpy as np
+
+FPS = 25
+
+
+def open_h264(width: int, height: int, rate: int) -> av.VideoCodecContext:
+    """x264 `ultrafast` + `zerolatency` at `rate` bit/s (PyAV cannot retune an open encoder)."""
+    codec = av.CodecContext.create("libx264", "w")
+    codec.width, codec.height = width, height
+    codec.bit_rate = rate
+    codec.pix_fmt = "yuv420p"
+    codec.framerate = fractions.Fraction(FPS, 1)
+    codec.time_base = fractions.Fraction(1, FPS)
+    # The VBV caps every frame, keyframes too, at half a second of the link's bits: a
+    # keyframe larger than a narrow link's queue would be lost again and again.
+    codec.options = {"preset": "ultrafast", "tune": "zerolatency", "level": "31", "g": str(2 * FPS),
+                     "maxrate": str(rate), "bufsize": str(rate // 2)}
+    codec.profile = "Baseline"
+    return codec
+
+
+class FrameEncoder:
+    """One session's frames, in order, to H.264 access units (Annex B bytes, one per frame)
+    at a rate that may change between frames: a change reopens x264, with a keyframe."""
+
+    def __init__(self) -> None:
+        self.codec: av.VideoCodecContext | None = None
+        self.rate = 0
+        self._pts = 0
+
+    def encode(self, i420: np.ndarray, rate: int, keyframe: bool = False) -> bytes:
+        height, width = i420.shape[0] * 2 // 3, i420.shape[1]
+        if self.codec is None or rate != self.rate:
+            self.codec, self.rate = open_h264(width, height, rate), rate
+        frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
+        frame.pts, self._pts = self._pts, self._pts + 1
+        frame.pict_type = av.video.frame.PictureType.I if keyframe else av.video.frame.PictureType.NONE
+        return b"".join(bytes(p) for p in self.codec.encode(frame))
