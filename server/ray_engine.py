@@ -48,10 +48,11 @@ class RayWorker:
         self.info: dict[str, Any] = {}  # the answer of its latest ping: pid, host, node
         self.ready = False
         self.sessions: dict[str, RaySession] = {}
+        self.bytes_received = 0  # encoded frames from its node: what crosses the network per session
 
     def describe(self) -> dict[str, Any]:
         return {"index": self.index, "name": self.name, "ready": self.ready, "sessions": len(self.sessions),
-                **self.info}
+                "bytes_received": self.bytes_received, **self.info}
 
     def lost(self, why: str) -> None:
         """Its actor died or was replaced: its sessions end; new ones wait for a good ping."""
@@ -116,6 +117,7 @@ class RaySession:
         keyframe, self._keyframe = self._keyframe, False
         rendered = await self._call(self.worker.actor.render.remote(
             self.session_id, first_frame, pcm.tobytes(), frames, self.link.rate, keyframe))
+        self.worker.bytes_received += sum(len(unit) for unit in rendered)
         slots = [next(self._slots) for _ in range(len(rendered))]
         self._frames.update(zip(slots, rendered))
         return RenderedChunk(chunk_id, slots)
