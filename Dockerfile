@@ -1,4 +1,5 @@
-# avatar-server: CPU by default; the compose file's gpu profile runs the same image on NVIDIA GPUs.
+# avatar-server: CPU by default; the compose file's gpu profile runs the same image on NVIDIA GPUs,
+# its ray profile an image built with EXTRAS=ray.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -13,7 +14,9 @@ COPY avatar_client avatar_client
 COPY assets assets
 COPY static static
 COPY web web
-RUN pip install --no-cache-dir .
+# EXTRAS=ray for the compose file's ray profile (Ray head, workers and front end)
+ARG EXTRAS=""
+RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}"
 
 # Import the code from /app, beside assets/, static/ and engine/weights/ (not site-packages, which has no data files)
 ENV PYTHONPATH=/app AVATAR_HOST=0.0.0.0 AVATAR_PORT=8080 AVATAR_AVATARS_DIR=/data/avatars

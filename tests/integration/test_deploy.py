@@ -21,6 +21,10 @@ def test_compose_file_validates_with_turn_wired_in():
     gpu = subprocess.run([compose, "-f", str(ROOT / "docker-compose.yml"), "--profile", "gpu", "config"],
                          env=env, capture_output=True, text=True, check=True).stdout
     assert "nvidia" in gpu and "capabilities" in gpu
+    ray = subprocess.run([compose, "-f", str(ROOT / "docker-compose.yml"), "--profile", "ray", "config"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert "AVATAR_ENGINE: ray" in ray and "AVATAR_RAY_ADDRESS: ray-head:6379" in ray and "--block" in ray
+    assert "turn:203.0.113.10:3478?transport=udp" in ray.split("avatar-ray:")[1], "the Ray front end gets TURN too"
 
 
 async def test_ice_servers_are_offered_to_browsers(server):
