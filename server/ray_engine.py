@@ -163,7 +163,13 @@ class RayEngineClient:
             actor = remote.options(name=name, num_cpus=1, max_restarts=-1, max_task_retries=0,
                                    scheduling_strategy="SPREAD").remote(i, self.config)
             self.workers.append(RayWorker(i, name, actor))
-        await asyncio.wait_for(asyncio.gather(*(self._ping(w) for w in self.workers)), READY_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(self._ping(w) for w in self.workers)), READY_TIMEOUT_S)
+        except TimeoutError:
+            free = ray.available_resources().get("CPU", 0)  # type: ignore[no-untyped-call]
+            raise RuntimeError(f"{self.count} engine actor(s) of one CPU each did not start within "
+                               f"{READY_TIMEOUT_S} s on the Ray cluster at {self.address} ({free:g} CPU free): "
+                               "add nodes or lower AVATAR_WORKERS") from None
         log.info("engine ready: %d Ray actor(s) on %s", len(self.workers), self.address)
         self._watch = asyncio.create_task(self._watch_loop())
 

@@ -18,6 +18,7 @@ import pytest
 from avatar_client import AvatarViewer
 from engine.families.video.tracking import track_landmarks
 from testkit.server import ServerProcess, free_port
+from tests.integration import test_session
 
 pytestmark = pytest.mark.integration
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -26,15 +27,29 @@ ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 @pytest.fixture(scope="module")
 def ray_head():
-    """A one-node Ray cluster of two CPUs on 127.0.0.1; its address."""
+    """A one-node Ray cluster on 127.0.0.1, with a CPU for each actor of this module's servers; its address."""
     port = free_port()
-    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
+    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=3",
                     "--include-dashboard=false", "--disable-usage-stats"], check=True, env=ENV,
                    capture_output=True, timeout=120)
     try:
         yield f"127.0.0.1:{port}"
     finally:
         subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def ray_server(ray_head):
+    with ServerProcess({"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "1"}) as server:
+        yield server
+
+
+@pytest.mark.parametrize("check", [test_session.test_speak_moves_the_mouth_with_audio_and_silence_keeps_it_closed,
+                                   test_session.test_interrupt_silences_audio_and_reports_played_time],
+                         ids=["speak_moves_the_mouth", "interrupt_silences"])
+async def test_the_local_engines_session_checks_hold_on_ray(ray_server, check):
+    """The local engine's session tests (tests/integration/test_session.py), run as they are."""
+    await check(ray_server)
 
 
 async def health(url: str) -> dict:
