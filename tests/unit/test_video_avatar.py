@@ -175,6 +175,7 @@ def test_a_worker_keeps_only_the_avatars_in_use_and_a_few_idle_ones(prepared, tm
     from multiprocessing import Pipe
 
     from engine.config import EngineConfig
+    from engine.runtime import host as host_module
     from engine.runtime import worker as worker_module
     from engine.runtime.ipc import CloseSessionRequest, FrameRing, OpenSessionRequest
 
@@ -190,12 +191,12 @@ def test_a_worker_keeps_only_the_avatars_in_use_and_a_few_idle_ones(prepared, tm
             w.handle(OpenSessionRequest(f"s{i}", str(copy), i))
             w._loading[str(copy)].result(timeout=30)  # it loads on the worker's helper thread
             w.finish_loads()
-            assert f"s{i}" in w.sessions
+            assert f"s{i}" in w.host.sessions
             if i != 1:
                 w.handle(CloseSessionRequest(f"s{i}"))
-        kept = set(w.pipelines)
+        kept = set(w.host.pipelines)
         assert copies[1] in kept, "an avatar with a live session is kept"
-        assert len(kept - {copies[1]}) <= worker_module.IDLE_PIPELINES
+        assert len(kept - {copies[1]}) <= host_module.IDLE_PIPELINES
         assert copies[4] in kept, "the most recent idle ones are the ones kept"
         w.ring.shm.close()
         w._loader.shutdown()
@@ -237,7 +238,7 @@ def test_a_worker_keeps_rendering_its_sessions_while_a_new_avatar_loads(prepared
     thread.start()
     try:
         assert ours.recv().__class__.__name__ == "ReadyEvent"
-        ours.send(OpenSessionRequest("old", w.preload, 0))
+        ours.send(OpenSessionRequest("old", w.host.preload, 0))
         assert isinstance(ours.recv(), SessionOpenedEvent)
         ours.send(OpenSessionRequest("new", str(prepared), 1))  # its load waits for `release`
         ours.send(RenderRequest("old", 0, 0, bytes(2 * SAMPLES_PER_FRAME * 2), [0, 1]))
