@@ -89,8 +89,12 @@ class RaySession:
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
             self.worker.lost("a call failed")
             raise _died() from None
-        except ray.exceptions.RayTaskError as exc:  # the session's own failure; the actor lives on
+        except ray.exceptions.RayTaskError as exc:
             cause = exc.cause
+            if isinstance(cause, LookupError):  # restarted between two pings: every session of it is gone
+                self.worker.lost("restarted")
+                raise _died() from None
+            # the session's own failure; the actor lives on
             code = "bad_avatar" if type(cause).__name__ == "NoFaceError" else "engine_error"
             error = EngineError(code, f"{type(cause).__name__}: {cause}")
             self.fail(error)

@@ -50,6 +50,8 @@ class EngineActor:
                keyframe: bool) -> list[bytes]:
         """One chunk's frames as H.264 access units at `bitrate`; the first one a keyframe
         when asked (the viewer lost a frame and cannot decode on without one)."""
+        if session_id not in self.host.sessions:  # Ray restarted this actor since the session opened
+            raise LookupError(f"session {session_id} is not on this engine worker: it restarted")
         rendered = self.host.render(session_id, first_frame, np.frombuffer(pcm, np.int16), frames).frames
         encoder = self.encoders[session_id]
         return [encoder.encode(frame, bitrate, keyframe and i == 0) for i, frame in enumerate(rendered)]
