@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from aiortc.rtp import RTCP_PSFB_FIR, RTCP_PSFB_PLI, RtcpPsfbPacket
 
 logger = logging.getLogger(__name__)
 MIN_BITRATE = 150_000  # below this a 512x512 face is mush; frames keep flowing regardless
@@ -118,3 +121,21 @@ def limit_resends(sender: Any, control: BitrateControl) -> RetransmitLimit | Non
 
     sender._retransmit = limited
     return limit
+
+
+def relay_keyframe_requests(sender: Any, want_keyframe: Callable[[], None]) -> None:
+    """Tell `want_keyframe` of each PLI or FIR the viewer sends this RTCRtpSender. aiortc
+    acts on them only for frames it encodes itself; frames encoded on an engine's node
+    (AVATAR_ENGINE=ray) need the engine told, or a viewer that lost a frame waits for
+    the next periodic keyframe (up to 2 s)."""
+    handle = getattr(sender, "_handle_rtcp_packet", None)  # private: aiortc has no hook for these
+    if handle is None:
+        logger.warning("this aiortc has no _handle_rtcp_packet: keyframe requests reach only its own encoders")
+        return
+
+    async def handled(packet: Any) -> None:
+        if isinstance(packet, RtcpPsfbPacket) and packet.fmt in (RTCP_PSFB_PLI, RTCP_PSFB_FIR):
+            want_keyframe()
+        await handle(packet)
+
+    sender._handle_rtcp_packet = handled

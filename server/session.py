@@ -87,6 +87,7 @@ class Session:
                               config.lead_frames, config.delay_frames, config.echo)
         self.video = AvatarVideoTrack(self.playout, config.video_bitrate, self._first_frame)
         self.engine.follow(self.video.bitrate)
+        self.video.keyframe_wanted = self.engine.want_keyframe
         self.audio = AvatarAudioTrack(self.playout)
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None

@@ -15,7 +15,7 @@ from aiortc.mediastreams import MediaStreamTrack
 
 from .config import ServerConfig
 from .errors import ApiError
-from .link import limit_resends
+from .link import limit_resends, relay_keyframe_requests
 from .tracks import AvatarVideoTrack
 
 MAX_SDP = 64 * 1024
@@ -70,6 +70,7 @@ async def answer(pc: RTCPeerConnection, sdp: str, video: AvatarVideoTrack, audio
             raise ApiError(400, "bad_sdp", f"the offer has no 'a={attribute}' line: {why}")
     video_tx = pc.addTransceiver(video, direction="sendonly")
     limit_resends(video_tx.sender, video.bitrate)
+    relay_keyframe_requests(video_tx.sender, video.keyframe_wanted)
     _prefer_h264(video_tx)
     if "m=audio" in sdp:
         pc.addTransceiver(audio, direction="sendrecv" if hear else "sendonly")

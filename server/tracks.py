@@ -55,6 +55,7 @@ class AvatarVideoTrack(_PacedTrack):
         self.first_frame_at: float | None = None
         self._on_first_frame = on_first_frame
         self.bitrate = BitrateControl(ceiling)  # this viewer's link, up to the configured video_bitrate
+        self.keyframe_wanted: Callable[[], None] = lambda: None  # an engine that encodes is told of PLIs
 
     async def recv(self) -> av.VideoFrame | av.Packet:
         tick = await self._wait_unit()

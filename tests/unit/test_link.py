@@ -20,6 +20,7 @@ from server.link import (
     OnFrame,
     RetransmitLimit,
     limit_resends,
+    relay_keyframe_requests,
 )
 
 
@@ -124,5 +125,23 @@ async def test_only_the_limited_senders_resends_are_filtered():
         assert "_retransmit" not in vars(audio), "the class and the other senders are untouched"
         await video._retransmit(1)  # nothing in the history: a no-op through the limit
         assert limit._resent == {1: limit._resent[1]}
+    finally:
+        await pc.close()
+
+
+async def test_keyframe_requests_reach_an_engine_that_encodes_and_aiortc_still_handles_them():
+    from aiortc import RTCPeerConnection
+    from aiortc.rtp import RTCP_PSFB_PLI, RTCP_RTPFB_NACK, RtcpPsfbPacket, RtcpRtpfbPacket
+
+    pc = RTCPeerConnection()
+    try:
+        sender = pc.addTransceiver("video").sender
+        wanted: list[int] = []
+        relay_keyframe_requests(sender, lambda: wanted.append(1))
+        await sender._handle_rtcp_packet(RtcpRtpfbPacket(fmt=RTCP_RTPFB_NACK, ssrc=1, media_ssrc=2, lost=[]))
+        assert wanted == [], "only PLI and FIR ask for a keyframe"
+        await sender._handle_rtcp_packet(RtcpPsfbPacket(fmt=RTCP_PSFB_PLI, ssrc=1, media_ssrc=sender._ssrc))
+        assert wanted == [1]
+        assert sender._RTCRtpSender__force_keyframe, "aiortc's own encoder is still asked for one too"
     finally:
         await pc.close()
