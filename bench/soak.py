@@ -6,18 +6,24 @@ video frames at a real aiortc client, fps, and the drift of the A/V offset measu
 client (each stream's arrival time minus its media time; their difference should not move).
 The same figures for the bare aiortc server over a shorter run are the baseline.
 
-    .venv/bin/python bench/soak.py [--minutes 10] [--baseline-minutes 2]
+    .venv/bin/python bench/soak.py [--minutes 10] [--baseline-minutes 2] [--ray]
+
+With --ray the avatar's engine runs on a Ray cluster this script starts on loopback
+(bench/load.py's); its actors are not the server's children, so they are found by the
+pids /healthz lists and counted as "engine".
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
 
+import aiohttp
 import numpy as np
 import psutil
 
@@ -25,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.light_viewer import LightViewer  # noqa: E402
+from bench.load import ray_head  # noqa: E402
 from bench.session import BaselineProcess  # noqa: E402
 from testkit.server import ServerProcess  # noqa: E402
 
@@ -34,12 +41,14 @@ SENTENCES = ["The quick brown fox jumps over the lazy dog, again and again.",
 WARM_UP_S = 120.0
 
 
-def tree_rss_mb(pid: int) -> dict[str, float]:
-    """RSS (MB) of the server's process tree, in all and per kind: the server itself,
-    piper (the TTS process) and the rest (engine workers, helpers)."""
+def tree_rss_mb(pid: int, workers: list[int]) -> dict[str, float]:
+    """RSS (MB) of the server's process tree and its engine workers (`workers`: pids; Ray
+    actors are not its children), in all and per kind: the server itself, piper (the TTS
+    process) and the rest (engine workers, helpers)."""
     root = psutil.Process(pid)
+    tree = [root, *root.children(recursive=True)]
     out = {"all": 0.0, "server": 0.0, "piper": 0.0, "engine": 0.0}
-    for p in [root, *root.children(recursive=True)]:
+    for p in tree + [psutil.Process(w) for w in set(workers) - {p.pid for p in tree} if psutil.pid_exists(w)]:
         try:
             rss, cmdline = p.memory_info().rss / 2**20, " ".join(p.cmdline())
         except psutil.NoSuchProcess:  # a child that has just ended (a recycled piper)
@@ -78,12 +87,15 @@ async def soak(proc, minutes: float, speak: bool) -> dict:
     viewer = LightViewer(proc.url)
     await viewer.connect()
     await viewer.wait_frames(25)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(proc.url + "/healthz") as res:
+            workers = [w["pid"] for w in (await res.json()).get("workers", []) if "pid" in w]
     t0, samples, next_speak, i = time.monotonic(), [], 0.0, 0
     while (elapsed := time.monotonic() - t0) < minutes * 60:
         if speak and elapsed >= next_speak:
             await viewer.post("speak", {"text": SENTENCES[i % len(SENTENCES)]})
             i, next_speak = i + 1, next_speak + 10.0
-        samples.append((elapsed, tree_rss_mb(proc.proc.pid)))
+        samples.append((elapsed, tree_rss_mb(proc.proc.pid, workers)))
         await asyncio.sleep(5.0)
     arrivals = np.array([t for t, _ in viewer.video_times])
     gaps = np.diff(arrivals) * 1000
@@ -111,13 +123,18 @@ async def main() -> None:
     parser.add_argument("--baseline-minutes", type=float, default=2.0)
     parser.add_argument("--avatar", type=Path, help="prepared avatar file (a .png with its landmarks, or a "
                         ".clip.npz) for the default avatar; bench/video_avatar.py prints one")
+    parser.add_argument("--ray", action="store_true", help="the avatar's engine on a local Ray cluster")
     args = parser.parse_args()
     report = {}
     avatar_env = {"AVATAR_AVATAR": str(args.avatar)} if args.avatar else {}
-    for name, factory, minutes, speak in (("avatar", lambda: ServerProcess(env=avatar_env), args.minutes, True),
-                                          ("baseline_aiortc", BaselineProcess, args.baseline_minutes, False)):
-        with factory() as proc:
-            report[name] = await soak(proc, minutes, speak)
+    with ray_head() if args.ray else contextlib.nullcontext() as address:
+        if address:
+            avatar_env |= {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": address}
+        runs = (("avatar_on_ray" if address else "avatar", lambda: ServerProcess(env=avatar_env), args.minutes, True),
+                ("baseline_aiortc", BaselineProcess, args.baseline_minutes, False))
+        for name, factory, minutes, speak in runs:
+            with factory() as proc:
+                report[name] = await soak(proc, minutes, speak)
     print(json.dumps(report, indent=2))
 
 
