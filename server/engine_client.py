@@ -302,6 +302,12 @@ class EngineClient:
     def session_count(self) -> int:
         return sum(len(w.sessions) for w in self.workers)
 
+    @property
+    def ready_workers(self) -> int:
+        """Workers a new session may be placed on (a dead local one is replaced at once, and
+        sessions placed on its successor wait for it)."""
+        return len(self.workers)
+
     async def stop(self) -> None:
         self._stopping = True
         await asyncio.gather(*(w.stop() for w in self.workers), return_exceptions=True)

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 class Metrics:
     """The server's metrics registry (one per app, so tests can run several servers)."""
 
-    def __init__(self, capacity: int, live: Callable[[], Iterable[Session]]):
-        """`live`: the sessions playing now, read at each scrape."""
+    def __init__(self, capacity: int, live: Callable[[], Iterable[Session]],
+                 workers_ready: Callable[[], int] = lambda: 0):
+        """`live`: the sessions playing now, `workers_ready`: engine workers taking sessions,
+        both read at each scrape."""
         self.registry = CollectorRegistry()
         self.sessions_created = Counter("avatar_sessions_created", "Sessions admitted", registry=self.registry)
         self.sessions_rejected = Counter("avatar_sessions_rejected", "Sessions refused at capacity",
@@ -28,6 +30,7 @@ class Metrics:
         self.ttff = Histogram("avatar_time_to_first_frame_seconds", "Session start to first frame sent",
                               buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5), registry=self.registry)
         self.closed_frames = {"played": 0, "held": 0, "skipped": 0}  # of sessions that have ended
+        self.workers_ready = workers_ready
         self.registry.register(_LiveCollector(capacity, live, self))
 
     def session_closed(self, stats: PlayoutStats) -> None:
@@ -46,6 +49,8 @@ class _LiveCollector:
         sessions = list(self.live())
         yield GaugeMetricFamily("avatar_sessions", "Live sessions", value=len(sessions))
         yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most", value=self.capacity)
+        yield GaugeMetricFamily("avatar_engine_workers_ready", "Engine workers (or Ray actors) taking sessions",
+                                value=self.metrics.workers_ready())
         # Summaries over the live sessions, never one series per session: ids are secrets
         # that protect a session when no token is set, and per-id series grow without bound.
         fps = [s.monitor.fps for s in sessions] or [0.0]

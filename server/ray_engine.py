@@ -205,6 +205,10 @@ class RayEngineClient:
     def session_count(self) -> int:
         return sum(len(w.sessions) for w in self.workers)
 
+    @property
+    def ready_workers(self) -> int:
+        return sum(w.ready for w in self.workers)
+
     async def stop(self) -> None:
         import ray
 

@@ -45,7 +45,7 @@ class Server:
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
         self.sessions: dict[str, Session] = {}
-        self.metrics = Metrics(config.max_sessions, self.sessions.values)
+        self.metrics = Metrics(config.max_sessions, self.sessions.values, lambda: self.engine.ready_workers)
         self.engine = self._engine_client()
         self.motion_delay = motion_delay_frames(self.engine_config.motion)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
@@ -89,6 +89,10 @@ class Server:
         return len(self.sessions) + sum(self._opening.values())
 
     def _admit(self, client: str | None) -> None:
+        if not self.engine.ready_workers:  # a Ray cluster whose engine actors are all restarting or gone
+            self.metrics.sessions_rejected.inc()
+            raise ApiError(503, "engine_unavailable", "no engine worker is ready (restarting, or its machine is "
+                           "gone); try again shortly", {"Retry-After": str(RETRY_AFTER_S)})
         if self.held >= self.config.max_sessions:
             self.metrics.sessions_rejected.inc()
             raise ApiError(503, "at_capacity",

@@ -34,7 +34,7 @@ def ray_head():
                    capture_output=True, timeout=120)
     try:
         yield f"127.0.0.1:{port}"
-    finally:
+    finally:  # Ray's CLI stops every Ray process of the machine: there is no stopping one cluster
         subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
 
 
@@ -164,3 +164,30 @@ async def test_sessions_land_on_both_nodes_and_a_removed_node_ends_only_its_sess
         finally:
             for viewer in [*viewers, later]:
                 await viewer.close()
+
+
+async def test_with_every_actor_gone_new_sessions_get_503_engine_unavailable(ray_head):
+    import ray
+
+    env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "1"}
+    with ServerProcess(env) as server:
+        name = (await health(server.url))["workers"][0]["name"]
+        await asyncio.to_thread(ray.init, address=ray_head, namespace="avatar-server", log_to_driver=False)
+        try:
+            ray.kill(ray.get_actor(name), no_restart=True)  # gone for good, not restarting
+        finally:
+            ray.shutdown()
+        for _ in range(20):
+            info = await health(server.url)
+            if not info["workers"][0]["ready"]:
+                break
+            await asyncio.sleep(0.5)
+        viewer = AvatarViewer(server.url)
+        try:
+            with pytest.raises(RuntimeError, match="503.*engine_unavailable"):
+                await viewer.connect()
+        finally:
+            await viewer.close(delete=False)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.url + "/metrics") as res:
+                assert "avatar_engine_workers_ready 0.0" in await res.text()
