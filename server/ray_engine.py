@@ -127,7 +127,7 @@ class RaySession:
         return RenderedChunk(chunk_id, slots)
 
     def frame(self, slot: int) -> bytes:
-        return self._frames[slot]
+        return self._frames.get(slot, b"")  # closed meanwhile: an empty unit, and nothing is sent
 
     def release(self, slot: int) -> None:
         self._frames.pop(slot, None)

@@ -52,9 +52,13 @@ class EngineActor:
         when asked (the viewer lost a frame and cannot decode on without one)."""
         if session_id not in self.host.sessions:  # Ray restarted this actor since the session opened
             raise LookupError(f"session {session_id} is not on this engine worker: it restarted")
-        rendered = self.host.render(session_id, first_frame, np.frombuffer(pcm, np.int16), frames).frames
-        encoder = self.encoders[session_id]
-        return [encoder.encode(frame, bitrate, keyframe and i == 0) for i, frame in enumerate(rendered)]
+        try:
+            rendered = self.host.render(session_id, first_frame, np.frombuffer(pcm, np.int16), frames).frames
+            encoder = self.encoders[session_id]
+            return [encoder.encode(frame, bitrate, keyframe and i == 0) for i, frame in enumerate(rendered)]
+        except Exception:  # the session ends with this error (as on a local worker); the actor serves on
+            self.close(session_id)
+            raise
 
     def close(self, session_id: str) -> None:
         self.host.close(session_id)
