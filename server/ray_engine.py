@@ -160,7 +160,9 @@ class RayEngineClient:
 
         await asyncio.to_thread(ray.init, address=self.address, namespace=NAMESPACE, log_to_driver=False,
                                 configure_logging=False)
-        remote = ray.remote(EngineActor)
+        # pings run in a group of their own: an avatar loading or a queue of renders never
+        # makes a live actor look dead
+        remote = ray.remote(concurrency_groups={"ping": 1})(EngineActor)  # type: ignore[call-overload]
         for i in range(self.count):
             name = f"{self._prefix}-{i}"
             # SPREAD: one node's loss takes as few sessions with it as the cluster allows
@@ -178,7 +180,7 @@ class RayEngineClient:
         self._watch = asyncio.create_task(self._watch_loop())
 
     async def _ping(self, worker: RayWorker, timeout: float | None = None) -> None:
-        info = await asyncio.wait_for(worker.actor.ready.remote(), timeout)
+        info = await asyncio.wait_for(worker.actor.ready.options(concurrency_group="ping").remote(), timeout)
         if worker.info and info["pid"] != worker.info["pid"]:
             worker.lost(f"restarted as pid {info['pid']}")
             self.restarts += 1
