@@ -299,10 +299,6 @@ class EngineClient:
         return session
 
     @property
-    def session_count(self) -> int:
-        return sum(len(w.sessions) for w in self.workers)
-
-    @property
     def ready_workers(self) -> int:
         """Workers a new session may be placed on (a dead local one is replaced at once, and
         sessions placed on its successor wait for it)."""

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from engine.config import EngineConfig
+from engine.families.portrait.avatar import NoFaceError
 from engine.runtime.ray_actor import EngineActor
 
 from .engine_client import READY_TIMEOUT_S, EngineError, EngineUnavailable, RenderedChunk
@@ -95,7 +96,7 @@ class RaySession:
                 self.worker.lost("restarted")
                 raise _died() from None
             # the session's own failure; the actor lives on
-            code = "bad_avatar" if type(cause).__name__ == "NoFaceError" else "engine_error"
+            code = "bad_avatar" if isinstance(cause, NoFaceError) else "engine_error"
             error = EngineError(code, f"{type(cause).__name__}: {cause}")
             self.fail(error)
             raise error from None
@@ -202,10 +203,6 @@ class RayEngineClient:
         session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error)
         worker.sessions[session_id] = session
         return session
-
-    @property
-    def session_count(self) -> int:
-        return sum(len(w.sessions) for w in self.workers)
 
     @property
     def ready_workers(self) -> int:

@@ -63,6 +63,3 @@ class EngineActor:
     def close(self, session_id: str) -> None:
         self.host.close(session_id)
         self.encoders.pop(session_id, None)
-
-    def sessions(self) -> int:
-        return len(self.host.sessions)
