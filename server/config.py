@@ -48,6 +48,13 @@ class ServerConfig:
     """Where the engine workers run: "local" (processes of this server) or "ray" (actors on a Ray cluster)."""
     ray_address: str = ""
     """The Ray cluster (host:port of its head, as `ray start --head` prints) for engine = "ray"."""
+    ray_worker_cpus: float = 1.0
+    """CPU cores each Ray engine actor reserves."""
+    ray_worker_gpus: float = 0.0
+    """GPUs each Ray engine actor reserves: 1 places one actor per GPU, on the GPU nodes only."""
+    sessions_per_worker: int = 2
+    """Sessions one Ray engine actor takes (bench/load.py: one core holds two at 25 fps). The
+    cluster's capacity is this times its ready actors; a full cluster answers 503 at_capacity."""
     ice_servers: tuple[str, ...] = ()
     """STUN/TURN URLs. Empty by default: an unreachable server stalls ICE gathering for 5 s."""
     ice_username: str = ""
@@ -87,6 +94,9 @@ class ServerConfig:
         if self.engine == "ray" and not self.ray_address:
             raise ConfigError("engine = ray needs the cluster's address: set 'ray_address' (AVATAR_RAY_ADDRESS, "
                               "--ray-address) to the head's host:port")
+        if self.ray_worker_cpus < 0 or self.ray_worker_gpus < 0 or self.sessions_per_worker < 1:
+            raise ConfigError("settings 'ray_worker_cpus' and 'ray_worker_gpus' must be >= 0 and "
+                              "'sessions_per_worker' >= 1")
         if self.motion_model not in MOTION_MODELS:
             raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
                               f"got {self.motion_model!r}")
@@ -131,15 +141,18 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
         return value
     if kind == "int" and isinstance(value, bool):
         return int(value)
+    if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     raise ConfigError(f"setting '{name}' must be {kind}, got {value!r}")
 
 
 def _parse(name: str, kind: str, raw: str) -> Any:
     try:
-        if kind == "int":
-            return int(raw)
+        if kind in ("int", "float"):
+            return int(raw) if kind == "int" else float(raw)
     except ValueError:
-        raise ConfigError(f"setting '{name}' must be an integer, got {raw!r}") from None
+        raise ConfigError(f"setting '{name}' must be {'an integer' if kind == 'int' else 'a number'}, "
+                          f"got {raw!r}") from None
     if kind == "Path":
         return Path(raw).expanduser()
     if kind.startswith("tuple"):

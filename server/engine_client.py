@@ -304,6 +304,10 @@ class EngineClient:
         sessions placed on its successor wait for it)."""
         return len(self.workers)
 
+    def load(self) -> None:
+        """No capacity of its own: local workers share this machine, which max_sessions bounds."""
+        return None
+
     async def stop(self) -> None:
         self._stopping = True
         await asyncio.gather(*(w.stop() for w in self.workers), return_exceptions=True)

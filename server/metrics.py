@@ -17,9 +17,11 @@ class Metrics:
     """The server's metrics registry (one per app, so tests can run several servers)."""
 
     def __init__(self, capacity: int, live: Callable[[], Iterable[Session]],
-                 workers_ready: Callable[[], int] = lambda: 0):
+                 workers_ready: Callable[[], int] = lambda: 0,
+                 engine_load: Callable[[], tuple[int, int] | None] = lambda: None):
         """`live`: the sessions playing now, `workers_ready`: engine workers taking sessions,
-        both read at each scrape."""
+        `engine_load`: a Ray cluster's sessions (every front end's) and capacity; each read at
+        each scrape."""
         self.registry = CollectorRegistry()
         self.sessions_created = Counter("avatar_sessions_created", "Sessions admitted", registry=self.registry)
         self.sessions_rejected = Counter("avatar_sessions_rejected", "Sessions refused at capacity",
@@ -30,7 +32,7 @@ class Metrics:
         self.ttff = Histogram("avatar_time_to_first_frame_seconds", "Session start to first frame sent",
                               buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5), registry=self.registry)
         self.closed_frames = {"played": 0, "held": 0, "skipped": 0}  # of sessions that have ended
-        self.workers_ready = workers_ready
+        self.workers_ready, self.engine_load = workers_ready, engine_load
         self.registry.register(_LiveCollector(capacity, live, self))
 
     def session_closed(self, stats: PlayoutStats) -> None:
@@ -51,6 +53,12 @@ class _LiveCollector:
         yield GaugeMetricFamily("avatar_sessions_capacity", "Sessions admitted at most", value=self.capacity)
         yield GaugeMetricFamily("avatar_engine_workers_ready", "Engine workers (or Ray actors) taking sessions",
                                 value=self.metrics.workers_ready())
+        cluster = self.metrics.engine_load()
+        if cluster:
+            yield GaugeMetricFamily("avatar_engine_sessions", "Sessions on the engine cluster, from every front end",
+                                    value=cluster[0])
+            yield GaugeMetricFamily("avatar_engine_capacity", "Sessions the engine cluster's ready actors take",
+                                    value=cluster[1])
         # Summaries over the live sessions, never one series per session: ids are secrets
         # that protect a session when no token is set, and per-id series grow without bound.
         fps = [s.monitor.fps for s in sessions] or [0.0]

@@ -1,32 +1,42 @@
 """RayEngineClient: the engine's workers as Ray actors on a cluster (AVATAR_ENGINE=ray).
 
-The same interface as the local EngineClient: `start`, `open_session` (the session on
-the actor with the fewest sessions among those ready), `workers`, `restarts`, `stop`.
-Ray calls are awaited, never waited on: an ObjectRef is awaitable, and the one blocking
-call (`ray.init`) runs on a thread.
+The same interface as the local EngineClient: `start`, `open_session`, `workers`,
+`restarts`, `stop`, plus `load` (the cluster's sessions and capacity, for admission).
+Ray calls are awaited, never waited on: an ObjectRef is awaitable, and the blocking
+calls (`ray.init`, creating and finding actors) run on a thread.
 
-Faults: every actor is named, restarted by Ray when its process or node dies
-(`max_restarts=-1`), and pinged each second. A call that fails on a dead actor, a ping
-that fails, or a ping answered by another process (a restarted actor remembers no
-sessions) fails that actor's sessions with `worker_died`; new sessions avoid it until
-a ping succeeds again.
+The actors are a pool shared by every front end with the same engine settings: named
+`engine-<hash of the settings>-<i>` and detached, so a front end creates the ones that
+are missing and uses the ones that others made (found again every few seconds). Each
+actor counts its own sessions, from all front ends, against its capacity, and its
+pings tell how full it is: a session goes to the ready actor with the most free places
+anywhere in the cluster. A front end that stops removes the actors no other front end
+has pinged lately; one that dies leaves its sessions to lapse on their leases
+(engine/runtime/ray_actor.py).
+
+Faults: Ray restarts an actor whose process or node dies (`max_restarts=-1`); each is
+pinged each second. A call that fails on a dead actor, a ping that fails, or a ping
+answered by another process (a restarted actor remembers no sessions) fails that
+actor's sessions with `worker_died`; new sessions avoid it until a ping succeeds again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import logging
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from engine.config import EngineConfig
 from engine.families.portrait.avatar import NoFaceError
-from engine.runtime.ray_actor import EngineActor
+from engine.runtime.ray_actor import EngineActor, EngineFull
 
 from .engine_client import READY_TIMEOUT_S, EngineError, EngineUnavailable, RenderedChunk
 from .link import BitrateControl
@@ -34,7 +44,24 @@ from .link import BitrateControl
 log = logging.getLogger("server.engine")
 PING_S = 1.0
 PING_TIMEOUT_S = 2.0
+DISCOVER_EVERY = 5  # pings between two looks for actors other front ends added
 NAMESPACE = "avatar-server"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The engine actors this front end wants: `workers` of them, each reserving `cpus` and
+    `gpus` and taking `sessions` at most."""
+
+    workers: int
+    cpus: float = 1.0
+    gpus: float = 0.0
+    sessions: int = 2
+
+    def prefix(self, config: EngineConfig) -> str:
+        """Front ends whose actors would differ never share them; the actors' count may differ."""
+        shape = repr((config, self.cpus, self.gpus, self.sessions)).encode()
+        return f"engine-{hashlib.sha1(shape).hexdigest()[:8]}"
 
 
 def _died() -> EngineUnavailable:
@@ -51,9 +78,18 @@ class RayWorker:
         self.sessions: dict[str, RaySession] = {}
         self.bytes_received = 0  # encoded frames from its node: what crosses the network per session
 
+    @property
+    def capacity(self) -> int:
+        return int(self.info.get("capacity", 0))
+
+    @property
+    def load(self) -> int:
+        """Sessions on the actor: other front ends' as of its latest ping, and ours now."""
+        return int(self.info.get("sessions", 0)) - int(self.info.get("held", 0)) + len(self.sessions)
+
     def describe(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "ready": self.ready, "sessions": len(self.sessions),
-                "bytes_received": self.bytes_received, **self.info}
+        return {**self.info, "index": self.index, "name": self.name, "ready": self.ready, "sessions": self.load,
+                "ours": len(self.sessions), "bytes_received": self.bytes_received}
 
     def lost(self, why: str) -> None:
         """Its actor died or was replaced: its sessions end; new ones wait for a good ping."""
@@ -95,6 +131,10 @@ class RaySession:
             if isinstance(cause, LookupError):  # restarted between two pings: every session of it is gone
                 self.worker.lost("restarted")
                 raise _died() from None
+            if isinstance(cause, EngineFull):  # another front end took its last place meanwhile
+                error: EngineError = EngineUnavailable("at_capacity", "the engine cluster is full; try again shortly")
+                self.fail(error)
+                raise error from None
             # the session's own failure; the actor lives on
             code = "bad_avatar" if isinstance(cause, NoFaceError) else "engine_error"
             error = EngineError(code, f"{type(cause).__name__}: {cause}")
@@ -143,15 +183,15 @@ class RaySession:
 class RayEngineClient:
     """See the module docstring."""
 
-    def __init__(self, config: EngineConfig, workers: int, address: str, bitrate: int,
+    def __init__(self, config: EngineConfig, pool: Pool, address: str, bitrate: int,
                  on_restart: Callable[[], None] = lambda: None):
-        self.config, self.count, self.address, self.on_restart = config, workers, address, on_restart
+        self.config, self.pool, self.address, self.on_restart = config, pool, address, on_restart
         self.bitrate = bitrate  # the highest, as the local engine's encoders start at
         self.workers: list[RayWorker] = []
         self.restarts = 0
         self._watch: asyncio.Task | None = None
-        # actors are named per front end: several front ends may share one cluster
-        self._prefix = f"engine-{socket.gethostname()}-{os.getpid()}"
+        self.prefix = pool.prefix(config)
+        self.front_end = f"{socket.gethostname()}-{os.getpid()}"  # how the actors tell front ends apart
 
     async def start(self) -> None:
         # Ray's own handler would catch the server's SIGTERM, print a stack and exit at once,
@@ -161,27 +201,62 @@ class RayEngineClient:
 
         await asyncio.to_thread(ray.init, address=self.address, namespace=NAMESPACE, log_to_driver=False,
                                 configure_logging=False)
-        # pings run in a group of their own: an avatar loading or a queue of renders never
-        # makes a live actor look dead
-        remote = ray.remote(concurrency_groups={"ping": 1})(EngineActor)  # type: ignore[call-overload]
-        for i in range(self.count):
-            name = f"{self._prefix}-{i}"
-            # SPREAD: one node's loss takes as few sessions with it as the cluster allows
-            actor = remote.options(name=name, num_cpus=1, max_restarts=-1, max_task_retries=0,
-                                   scheduling_strategy="SPREAD").remote(i, self.config)
-            self.workers.append(RayWorker(i, name, actor))
+        self._add(await asyncio.to_thread(self._create))
+        self._add(await asyncio.to_thread(self._discover))
         try:
             await asyncio.wait_for(asyncio.gather(*(self._ping(w) for w in self.workers)), READY_TIMEOUT_S)
         except TimeoutError:
-            free = ray.available_resources().get("CPU", 0)  # type: ignore[no-untyped-call]
-            raise RuntimeError(f"{self.count} engine actor(s) of one CPU each did not start within "
-                               f"{READY_TIMEOUT_S} s on the Ray cluster at {self.address} ({free:g} CPU free): "
-                               "add nodes or lower AVATAR_WORKERS") from None
-        log.info("engine ready: %d Ray actor(s) on %s", len(self.workers), self.address)
+            free = ray.available_resources()  # type: ignore[no-untyped-call]
+            raise RuntimeError(
+                f"{self.pool.workers} engine actor(s) of {self.pool.cpus:g} CPU and {self.pool.gpus:g} GPU each did "
+                f"not start within {READY_TIMEOUT_S} s on the Ray cluster at {self.address} "
+                f"({free.get('CPU', 0):g} CPU, {free.get('GPU', 0):g} GPU free): add nodes or lower AVATAR_WORKERS"
+            ) from None
+        log.info("engine ready: %d Ray actor(s) named %s-* on %s", len(self.workers), self.prefix, self.address)
         self._watch = asyncio.create_task(self._watch_loop())
 
+    def _create(self) -> list[tuple[str, Any]]:
+        """This front end's share of the pool: made where missing, found where another front end made it."""
+        import ray
+
+        # pings run in a group of their own: an avatar loading or a queue of renders never
+        # makes a live actor look dead
+        remote = ray.remote(concurrency_groups={"ping": 1})(EngineActor)  # type: ignore[call-overload]
+        made = []
+        for i in range(self.pool.workers):
+            name = f"{self.prefix}-{i}"
+            # detached: the pool outlives the front end that made it. SPREAD: one node's loss
+            # takes as few sessions with it as the cluster allows
+            made.append((name, remote.options(
+                name=name, get_if_exists=True, lifetime="detached", num_cpus=self.pool.cpus,
+                num_gpus=self.pool.gpus, max_restarts=-1, max_task_retries=0, scheduling_strategy="SPREAD",
+            ).remote(i, self.config, self.pool.sessions)))
+        return made
+
+    def _discover(self) -> list[tuple[str, Any]]:
+        """The pool's actors that other front ends made and this one does not know yet."""
+        import ray
+
+        known = {w.name for w in self.workers}
+        names = [n for n in ray.util.list_named_actors() if n.startswith(self.prefix + "-") and n not in known]
+        found = []
+        for name in names:
+            try:
+                found.append((name, ray.get_actor(name)))
+            except ValueError:  # removed since it was listed
+                pass
+        return found
+
+    def _add(self, actors: list[tuple[str, Any]]) -> None:
+        known = {w.name for w in self.workers}
+        for name, actor in actors:
+            if name not in known:
+                self.workers.append(RayWorker(int(name.rsplit("-", 1)[1]), name, actor))
+        self.workers.sort(key=lambda w: w.index)
+
     async def _ping(self, worker: RayWorker, timeout: float | None = None) -> None:
-        info = await asyncio.wait_for(worker.actor.ready.options(concurrency_group="ping").remote(), timeout)
+        ping = worker.actor.ready.options(concurrency_group="ping")
+        info = await asyncio.wait_for(ping.remote(self.front_end, list(worker.sessions)), timeout)
         if worker.info and info["pid"] != worker.info["pid"]:
             worker.lost(f"restarted as pid {info['pid']}")
             self.restarts += 1
@@ -189,8 +264,13 @@ class RayEngineClient:
         worker.info, worker.ready = info, True
 
     async def _watch_loop(self) -> None:
-        while True:
+        for beat in itertools.count(1):
             await asyncio.sleep(PING_S)
+            if beat % DISCOVER_EVERY == 0:
+                try:
+                    self._add(await asyncio.to_thread(self._discover))
+                except Exception as exc:  # the head is unreachable: pings say what that means for sessions
+                    log.warning("could not list the Ray cluster's engine actors: %s", exc)
             for worker, result in zip(self.workers, await asyncio.gather(
                     *(self._ping(w, PING_TIMEOUT_S) for w in self.workers), return_exceptions=True)):
                 if isinstance(result, Exception):
@@ -198,8 +278,9 @@ class RayEngineClient:
 
     def open_session(self, session_id: str, avatar: str, seed: int,
                      on_error: Callable[[EngineError], None]) -> RaySession:
-        ready = [w for w in self.workers if w.ready] or self.workers  # none ready: its open fails
-        worker = min(ready, key=lambda w: len(w.sessions))
+        # the most free places anywhere in the cluster; none ready or none free: its open fails
+        ready = [w for w in self.workers if w.ready] or self.workers
+        worker = max(ready, key=lambda w: (w.capacity - w.load, -w.index))
         session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error)
         worker.sessions[session_id] = session
         return session
@@ -208,11 +289,23 @@ class RayEngineClient:
     def ready_workers(self) -> int:
         return sum(w.ready for w in self.workers)
 
+    def load(self) -> tuple[int, int]:
+        """Sessions on the cluster's ready actors, from every front end, and their capacity."""
+        ready = [w for w in self.workers if w.ready]
+        return sum(w.load for w in ready), sum(w.capacity for w in ready)
+
     async def stop(self) -> None:
         import ray
 
         if self._watch:
             self._watch.cancel()
         for worker in self.workers:
-            ray.kill(worker.actor, no_restart=True)
+            for session in list(worker.sessions.values()):
+                session.close()
+        # the actors no other front end uses go with this one; a failed answer keeps the actor
+        leave = [asyncio.wait_for(w.actor.leave.options(concurrency_group="ping").remote(self.front_end), PING_S)
+                 for w in self.workers]
+        for worker, others in zip(self.workers, await asyncio.gather(*leave, return_exceptions=True)):
+            if others == 0:
+                ray.kill(worker.actor, no_restart=True)
         await asyncio.to_thread(ray.shutdown)

@@ -45,7 +45,8 @@ class Server:
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
         self.sessions: dict[str, Session] = {}
-        self.metrics = Metrics(config.max_sessions, self.sessions.values, lambda: self.engine.ready_workers)
+        self.metrics = Metrics(config.max_sessions, self.sessions.values, lambda: self.engine.ready_workers,
+                               lambda: self.engine.load())
         self.engine = self._engine_client()
         self.motion_delay = motion_delay_frames(self.engine_config.motion)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
@@ -59,10 +60,11 @@ class Server:
     def _engine_client(self) -> EngineClient | RayEngineClient:
         restarted = self.metrics.worker_restarts.inc
         if self.config.engine == "ray":
-            from .ray_engine import RayEngineClient  # Ray is an optional extra
+            from .ray_engine import Pool, RayEngineClient  # Ray is an optional extra
 
-            return RayEngineClient(self.engine_config, self.config.workers, self.config.ray_address,
-                                   self.config.video_bitrate, restarted)
+            c = self.config
+            pool = Pool(c.workers, c.ray_worker_cpus, c.ray_worker_gpus, c.sessions_per_worker)
+            return RayEngineClient(self.engine_config, pool, c.ray_address, c.video_bitrate, restarted)
         return EngineClient(self.engine_config, self.config.workers, on_restart=restarted)
 
     async def startup(self, app: web.Application) -> None:
@@ -93,6 +95,11 @@ class Server:
             self.metrics.sessions_rejected.inc()
             raise ApiError(503, "engine_unavailable", "no engine worker is ready (restarting, or its machine is "
                            "gone); try again shortly", {"Retry-After": str(RETRY_AFTER_S)})
+        cluster = self.engine.load()  # the Ray cluster's sessions from every front end, and its capacity
+        if cluster and cluster[0] >= cluster[1]:
+            self.metrics.sessions_rejected.inc()
+            raise ApiError(503, "at_capacity", f"the engine cluster is full ({cluster[0]} of {cluster[1]} "
+                           "sessions); try again shortly", {"Retry-After": str(RETRY_AFTER_S)})
         if self.held >= self.config.max_sessions:
             self.metrics.sessions_rejected.inc()
             raise ApiError(503, "at_capacity",

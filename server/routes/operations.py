@@ -24,11 +24,13 @@ async def index(request: web.Request) -> web.FileResponse:
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
     server = request.app[SERVER]
+    cluster = server.engine.load()
     return web.json_response({
         "status": "ok", "sessions": len(server.sessions), "max_sessions": server.config.max_sessions,
         "available": max(0, server.config.max_sessions - server.held),
         "engine": server.config.engine, "workers": [w.describe() for w in server.engine.workers],
         "worker_restarts": server.engine.restarts, "uptime_s": round(time.time() - server.started, 1),
+        **({"cluster": {"sessions": cluster[0], "capacity": cluster[1]}} if cluster else {}),
     })
 
 

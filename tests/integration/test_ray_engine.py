@@ -27,9 +27,10 @@ ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 @pytest.fixture(scope="module")
 def ray_head():
-    """A one-node Ray cluster on 127.0.0.1, with a CPU for each actor of this module's servers; its address."""
+    """A one-node Ray cluster on 127.0.0.1 with a CPU for each engine actor of this module's servers
+    (the pools of two engine settings: see test_front_ends_share_the_clusters_actors); its address."""
     port = free_port()
-    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=3",
+    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=4",
                     "--include-dashboard=false", "--disable-usage-stats"], check=True, env=ENV,
                    capture_output=True, timeout=120)
     try:
@@ -166,20 +167,102 @@ async def test_sessions_land_on_both_nodes_and_a_removed_node_ends_only_its_sess
                 await viewer.close()
 
 
+async def test_front_ends_share_the_clusters_actors_and_a_dead_front_ends_sessions_lapse(ray_head):
+    """Two servers, one pool of two actors of one session each: each server sees the other's
+    session, places its own on the free actor, and refuses a third (503 at_capacity). One
+    server is killed: its session lapses on its lease, and the other may use the place."""
+    from engine.runtime.ray_actor import LEASE_S
+
+    env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "2",
+           "AVATAR_SESSIONS_PER_WORKER": "1"}
+    with ServerProcess(env) as first, ServerProcess(env) as second:
+        viewers = [AvatarViewer(first.url), AvatarViewer(second.url)]
+        third, later = AvatarViewer(first.url), AvatarViewer(first.url)
+        try:
+            await viewers[0].connect()
+            await viewers[0].wait_frames(25, timeout=60)
+            await asyncio.sleep(1.5)  # a ping: the second server learns of the first one's session
+            await viewers[1].connect()
+            await asyncio.gather(*(v.wait_frames(25, timeout=60) for v in viewers))
+            await asyncio.sleep(1.5)
+            for url in (first.url, second.url):
+                info = await health(url)
+                assert info["cluster"] == {"sessions": 2, "capacity": 2}, info
+                assert sorted((w["sessions"], w["ours"]) for w in info["workers"]) == [(1, 0), (1, 1)], info
+                assert all(w["front_ends"] == 2 for w in info["workers"]), info
+            with pytest.raises(RuntimeError, match="503.*at_capacity.*engine cluster is full"):
+                await third.connect()
+
+            second.proc.kill()  # no goodbye: only the lease frees its session's place
+            killed = time.monotonic()
+            for _ in range(int(LEASE_S + 10) * 2):
+                if (await health(first.url))["cluster"]["sessions"] == 1:
+                    break
+                await asyncio.sleep(0.5)
+            assert (await health(first.url))["cluster"] == {"sessions": 1, "capacity": 2}
+            assert time.monotonic() - killed < LEASE_S + 5, "the dead front end's session outlived its lease"
+            await later.connect()
+            await later.wait_frames(25, timeout=60)
+            assert await fps(viewers[0], 2) >= 20, "the first server's session stopped"
+        finally:
+            for viewer in [*viewers, third, later]:
+                await viewer.close(delete=False)
+
+
+@pytest.fixture
+def gpu_node():
+    """Ray's test cluster: a CPU head and a second node that declares one GPU (Ray schedules
+    by declared resources, so placement on GPU nodes is tested without a GPU)."""
+    from ray.cluster_utils import Cluster
+
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        gpu = cluster.add_node(**node, num_gpus=1)
+        cluster.wait_for_nodes()
+        yield cluster, gpu
+    finally:
+        cluster.shutdown()
+
+
+async def test_actors_of_one_gpu_each_go_to_the_gpu_nodes_and_leave_with_their_front_end(gpu_node):
+    cluster, gpu = gpu_node
+    env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": cluster.address, "AVATAR_WORKERS": "1",
+           "AVATAR_RAY_WORKER_GPUS": "1"}
+    with ServerProcess(env) as server:
+        viewer = AvatarViewer(server.url)
+        try:
+            [worker] = (await health(server.url))["workers"]
+            assert worker["node"] == gpu.node_id and worker["gpus"] == ["0"], worker
+            await viewer.connect()
+            await viewer.wait_frames(25, timeout=60)
+        finally:
+            await viewer.close()
+    import ray  # the pool's only front end has stopped: it took its detached actors with it
+
+    await asyncio.to_thread(ray.init, address=cluster.address, namespace="avatar-server", log_to_driver=False)
+    try:
+        assert ray.util.list_named_actors() == [], "the stopped front end left its engine actors behind"
+    finally:
+        ray.shutdown()
+
+
 async def test_with_every_actor_gone_new_sessions_get_503_engine_unavailable(ray_head):
     import ray
 
     env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "1"}
     with ServerProcess(env) as server:
-        name = (await health(server.url))["workers"][0]["name"]
+        names = [w["name"] for w in (await health(server.url))["workers"]]  # with those other front ends made
         await asyncio.to_thread(ray.init, address=ray_head, namespace="avatar-server", log_to_driver=False)
         try:
-            ray.kill(ray.get_actor(name), no_restart=True)  # gone for good, not restarting
+            for name in names:
+                ray.kill(ray.get_actor(name), no_restart=True)  # gone for good, not restarting
         finally:
             ray.shutdown()
         for _ in range(20):
             info = await health(server.url)
-            if not info["workers"][0]["ready"]:
+            if not any(w["ready"] for w in info["workers"]):
                 break
             await asyncio.sleep(0.5)
         viewer = AvatarViewer(server.url)

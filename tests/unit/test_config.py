@@ -46,3 +46,14 @@ def test_defaults_are_safe_for_local_use():
     config = ServerConfig.load(None, env={})
     assert config.host == "127.0.0.1" and config.ice_servers == () and config.token == ""
     assert config.max_sessions >= 1 and config.allowed_origins == ()
+
+
+def test_ray_actor_resources_are_numbers_and_a_worker_takes_at_least_one_session(tmp_path: Path):
+    file = tmp_path / "ray.toml"
+    file.write_text('engine = "ray"\nray_address = "head:6379"\nray_worker_gpus = 1\nsessions_per_worker = 4\n')
+    config = ServerConfig.load(file, env={"AVATAR_RAY_WORKER_CPUS": "0.5"})
+    assert (config.ray_worker_cpus, config.ray_worker_gpus, config.sessions_per_worker) == (0.5, 1.0, 4)
+    with pytest.raises(ConfigError, match="'ray_worker_gpus' must be a number"):
+        ServerConfig.load(None, env={"AVATAR_RAY_WORKER_GPUS": "one"})
+    with pytest.raises(ConfigError, match="'sessions_per_worker' >= 1"):
+        ServerConfig.load(None, env={"AVATAR_SESSIONS_PER_WORKER": "0"})

@@ -1,24 +1,28 @@
 """EngineActor without Ray around it: what a Ray call would run, called directly."""
 
+import time
+
 import numpy as np
 import pytest
 
 from engine.config import SAMPLES_PER_FRAME, EngineConfig
 from engine.runtime.h264 import FrameEncoder
-from engine.runtime.ray_actor import EngineActor
+from engine.runtime.ray_actor import LEASE_S, EngineActor, EngineFull
+
+CHUNK = bytes(2 * SAMPLES_PER_FRAME * 2)
 
 
 def test_an_actor_encodes_each_chunk_and_forgets_a_session_whose_render_failed():
-    actor = EngineActor(0, EngineConfig())
+    actor = EngineActor(0, EngineConfig(), capacity=2)
     actor.open("s", actor.host.preload, 0)
-    units = actor.render("s", 0, bytes(2 * SAMPLES_PER_FRAME * 2), 2, 600_000, False)
+    units = actor.render("s", 0, CHUNK, 2, 600_000, False)
     assert len(units) == 2 and units[0].startswith((b"\0\0\0\1", b"\0\0\1")), "Annex B access units"
     assert 1_000 < len(units[0]) < 200_000, "a keyframe of a 512x512 face, not raw pixels"
     with pytest.raises(ValueError, match="samples"):
         actor.render("s", 2, bytes(10), 2, 600_000, False)
     assert actor.host.sessions == {} and actor.encoders == {}, "a failed session leaves nothing behind"
     with pytest.raises(LookupError, match="restarted"):
-        actor.render("s", 4, bytes(2 * SAMPLES_PER_FRAME * 2), 2, 600_000, False)
+        actor.render("s", 4, CHUNK, 2, 600_000, False)
 
 
 def test_a_frame_encoder_reopens_with_a_keyframe_when_the_rate_moves():
@@ -31,3 +35,25 @@ def test_a_frame_encoder_reopens_with_a_keyframe_when_the_rate_moves():
     assert encoder.rate == 300_000
     assert len(first) > len(same) and len(moved) > len(same) and len(forced) > len(same), \
         "the first frame, a new rate and a forced one are keyframes; an unchanged frame is a tiny P-frame"
+
+
+def test_an_actor_holds_its_capacity_and_a_silent_front_ends_sessions_lapse():
+    """Two front ends share the actor; one stops renewing (it died): LEASE_S later its
+    session is closed and its place is free, while the other's, renewed, plays on."""
+    actor = EngineActor(0, EngineConfig(), capacity=2)
+    actor.open("a", actor.host.preload, 0)
+    actor.open("b", actor.host.preload, 1)
+    with pytest.raises(EngineFull, match="2 sessions"):
+        actor.open("c", actor.host.preload, 2)
+    now = time.monotonic()
+    assert actor.renew("front-a", ["a"], now) == {"capacity": 2, "sessions": 2, "held": 1, "front_ends": 1}
+    assert actor.renew("front-b", ["b"], now)["front_ends"] == 2
+    later = now + 0.6 * LEASE_S
+    actor.renew("front-a", ["a"], later)  # front-b is gone: "b" is not renewed
+    assert actor.renew("front-a", ["a"], now + 1.2 * LEASE_S) == \
+        {"capacity": 2, "sessions": 1, "held": 1, "front_ends": 1}, "b lapsed; front-b no longer counts"
+    assert set(actor.host.sessions) == {"a"} and set(actor.encoders) == {"a"}
+    with pytest.raises(LookupError):
+        actor.render("b", 0, CHUNK, 2, 600_000, False)
+    actor.open("c", actor.host.preload, 2)  # the lapsed session's place
+    assert actor.leave("front-a", now + 1.2 * LEASE_S) == 0, "no other front end uses it: the last one may remove it"
