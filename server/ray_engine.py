@@ -28,15 +28,18 @@ import itertools
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.config import EngineConfig
 from engine.families.portrait.avatar import NoFaceError
-from engine.runtime.ray_actor import EngineActor, EngineFull
+from engine.runtime.avatar_cache import AvatarMissing, digest, suffix_of
+from engine.runtime.ray_actor import AvatarKey, EngineActor, EngineFull
 
 from .engine_client import READY_TIMEOUT_S, EngineError, EngineUnavailable, RenderedChunk
 from .link import BitrateControl
@@ -44,6 +47,7 @@ from .link import BitrateControl
 log = logging.getLogger("server.engine")
 PING_S = 1.0
 PING_TIMEOUT_S = 2.0
+KNOWN_AVATARS = 64  # digests remembered by (path, mtime, size): a clip is read once, not per session
 DISCOVER_EVERY = 5  # pings between two looks for actors other front ends added
 NAMESPACE = "avatar-server"
 
@@ -66,6 +70,41 @@ class Pool:
 
 def _died() -> EngineUnavailable:
     return EngineUnavailable("worker_died", "the engine worker stopped; please reconnect")
+
+
+class AvatarShipping:
+    """Avatars as the actors know them, by content (engine/runtime/avatar_cache.py): the
+    file goes to an actor's node the first time an actor there lacks it."""
+
+    def __init__(self) -> None:
+        self._keys: OrderedDict[tuple[str, int, int], AvatarKey] = OrderedDict()
+
+    async def key(self, path: str) -> AvatarKey:
+        try:
+            stat = os.stat(path)
+            known = (path, stat.st_mtime_ns, stat.st_size)
+            if known not in self._keys:
+                self._keys[known] = (digest(await asyncio.to_thread(Path(path).read_bytes)), suffix_of(Path(path).name))
+                while len(self._keys) > KNOWN_AVATARS:
+                    self._keys.popitem(last=False)
+        except OSError as exc:
+            raise EngineError("bad_avatar", f"cannot read avatar {Path(path).name}: {exc.strerror}") from None
+        self._keys.move_to_end(known)
+        return self._keys[known]
+
+    async def call(self, worker: RayWorker, path: str, method: Callable[[AvatarKey], Awaitable[Any]]) -> Any:
+        """`method(key)` on the worker's actor; if its node lacks the avatar, the file, then once more."""
+        import ray
+
+        key = await self.key(path)
+        try:
+            return await method(key)
+        except ray.exceptions.RayTaskError as exc:
+            if not isinstance(exc.cause, AvatarMissing):
+                raise
+        data = await asyncio.to_thread(Path(path).read_bytes)
+        await worker.actor.store_avatar.options(concurrency_group="ship").remote(key, data)
+        return await method(key)
 
 
 class RayWorker:
@@ -101,6 +140,13 @@ class RayWorker:
         self.sessions.clear()
 
 
+def _session_error(cause: BaseException) -> EngineError:
+    if isinstance(cause, EngineFull):  # another front end took the actor's last place meanwhile
+        return EngineUnavailable("at_capacity", "the engine cluster is full; try again shortly")
+    code = "bad_avatar" if isinstance(cause, NoFaceError) else "engine_error"
+    return EngineError(code, f"{type(cause).__name__}: {cause}")
+
+
 class RaySession:
     """A session's handle on its actor: the EngineSession interface. Frames arrive encoded
     (engine/runtime/ray_actor.py) and are kept here under slot numbers of this session's
@@ -109,37 +155,33 @@ class RaySession:
     encoded = True
 
     def __init__(self, worker: RayWorker, session_id: str, avatar: str, seed: int, ceiling: int,
-                 on_error: Callable[[EngineError], None]):
+                 on_error: Callable[[EngineError], None], shipping: AvatarShipping):
         self.worker, self.session_id, self.on_error = worker, session_id, on_error
         self.closed = False
         self.link = BitrateControl(ceiling)  # the viewer's, once its track exists (follow)
         self._keyframe = False
         self._frames: dict[int, bytes] = {}
         self._slots = itertools.count()
-        self._opened = asyncio.ensure_future(self._call(worker.actor.open.remote(session_id, avatar, seed)))
+        self._opened = asyncio.ensure_future(self._call(shipping.call(
+            worker, avatar, lambda key: worker.actor.open.remote(session_id, key, seed))))
 
-    async def _call(self, ref: Any) -> Any:
+    async def _call(self, call: Awaitable[Any]) -> Any:
         import ray
 
         try:
-            return await ref
+            return await call
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
             self.worker.lost("a call failed")
             raise _died() from None
         except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause
-            if isinstance(cause, LookupError):  # restarted between two pings: every session of it is gone
+            if isinstance(exc.cause, LookupError):  # restarted between two pings: every session of it is gone
                 self.worker.lost("restarted")
                 raise _died() from None
-            if isinstance(cause, EngineFull):  # another front end took its last place meanwhile
-                error: EngineError = EngineUnavailable("at_capacity", "the engine cluster is full; try again shortly")
-                self.fail(error)
-                raise error from None
-            # the session's own failure; the actor lives on
-            code = "bad_avatar" if isinstance(cause, NoFaceError) else "engine_error"
-            error = EngineError(code, f"{type(cause).__name__}: {cause}")
-            self.fail(error)
-            raise error from None
+            failure = _session_error(exc.cause)  # the session's own; the actor lives on
+        except EngineError as exc:  # its avatar file could not be read here
+            failure = exc
+        self.fail(failure)
+        raise failure from None
 
     def fail(self, error: EngineError) -> None:
         if not self.closed:
@@ -188,6 +230,7 @@ class RayEngineClient:
         self.config, self.pool, self.address, self.on_restart = config, pool, address, on_restart
         self.bitrate = bitrate  # the highest, as the local engine's encoders start at
         self.workers: list[RayWorker] = []
+        self.shipping = AvatarShipping()
         self.restarts = 0
         self._watch: asyncio.Task | None = None
         self.prefix = pool.prefix(config)
@@ -205,6 +248,7 @@ class RayEngineClient:
         self._add(await asyncio.to_thread(self._discover))
         try:
             await asyncio.wait_for(asyncio.gather(*(self._ping(w) for w in self.workers)), READY_TIMEOUT_S)
+            await asyncio.wait_for(asyncio.gather(*(self._warm(w) for w in self.workers)), READY_TIMEOUT_S)
         except TimeoutError:
             free = ray.available_resources()  # type: ignore[no-untyped-call]
             raise RuntimeError(
@@ -221,7 +265,7 @@ class RayEngineClient:
 
         # pings run in a group of their own: an avatar loading or a queue of renders never
         # makes a live actor look dead
-        remote = ray.remote(concurrency_groups={"ping": 1})(EngineActor)  # type: ignore[call-overload]
+        remote = ray.remote(concurrency_groups={"ping": 1, "ship": 1})(EngineActor)  # type: ignore[call-overload]
         made = []
         for i in range(self.pool.workers):
             name = f"{self.prefix}-{i}"
@@ -254,6 +298,17 @@ class RayEngineClient:
                 self.workers.append(RayWorker(int(name.rsplit("-", 1)[1]), name, actor))
         self.workers.sort(key=lambda w: w.index)
 
+    async def _warm(self, worker: RayWorker) -> None:
+        """The default avatar, analysed on the actor before a session needs it."""
+        await self.shipping.call(worker, self.config.preload_avatar, lambda key: worker.actor.warm.remote(key))
+
+    def _rewarm(self, worker: RayWorker) -> None:
+        def done(task: asyncio.Task) -> None:
+            if not task.cancelled() and task.exception():
+                log.warning("engine actor %s could not analyse the default avatar: %s", worker.name, task.exception())
+
+        asyncio.ensure_future(self._warm(worker)).add_done_callback(done)
+
     async def _ping(self, worker: RayWorker, timeout: float | None = None) -> None:
         ping = worker.actor.ready.options(concurrency_group="ping")
         info = await asyncio.wait_for(ping.remote(self.front_end, list(worker.sessions)), timeout)
@@ -261,6 +316,7 @@ class RayEngineClient:
             worker.lost(f"restarted as pid {info['pid']}")
             self.restarts += 1
             self.on_restart()
+            self._rewarm(worker)
         worker.info, worker.ready = info, True
 
     async def _watch_loop(self) -> None:
@@ -281,7 +337,7 @@ class RayEngineClient:
         # the most free places anywhere in the cluster; none ready or none free: its open fails
         ready = [w for w in self.workers if w.ready] or self.workers
         worker = max(ready, key=lambda w: (w.capacity - w.load, -w.index))
-        session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error)
+        session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error, self.shipping)
         worker.sessions[session_id] = session
         return session
 

@@ -9,8 +9,10 @@ The actors are a pool that several front ends share, so this actor, not a front 
 counts its sessions against its capacity, and holds each session on a lease: the
 front end that opened it renews it with every render and every ping (each second).
 A front end that dies stops renewing, and LEASE_S later its sessions are closed here,
-so a lost front end never holds the cluster's capacity. This module imports no model
-code until an actor starts: the server imports it to name the class.
+so a lost front end never holds the cluster's capacity. Avatars arrive by content, not
+by path (engine/runtime/avatar_cache.py): the front end's files need not be on this
+node. This module imports no model code until an actor starts: the server imports it
+to name the class.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.config import EngineConfig
+from engine.runtime.avatar_cache import AvatarCache
 from engine.runtime.h264 import FrameEncoder
 
 LEASE_S = 10.0
+
+
+AvatarKey = tuple[str, str]  # (digest, suffix): an avatar as the front end names it
 
 
 class EngineFull(Exception):
@@ -37,11 +44,11 @@ class EngineFull(Exception):
 class EngineActor:
     """Wrapped by `ray.remote` in server/ray_engine.py (this module does not need Ray).
 
-    Renders run in Ray's default concurrency group, pings in a group of their own, so
-    the two touch shared state under locks: `_work` around the SessionHost (a ping only
-    tries it, to expire leases, and never waits), `_leasing` around the leases."""
+    Renders run in Ray's default concurrency group, pings and avatar files in groups of
+    their own, so they touch shared state under locks: `_work` around the SessionHost (a
+    ping only tries it, to expire leases, and never waits), `_leasing` around the leases."""
 
-    def __init__(self, index: int, config: EngineConfig, capacity: int):
+    def __init__(self, index: int, config: EngineConfig, capacity: int, avatars: AvatarCache | None = None):
         from engine.runtime.entry import single_threaded
 
         single_threaded()  # numpy is loaded already in a Ray worker; this reaches its children
@@ -51,11 +58,22 @@ class EngineActor:
         from engine.runtime.host import SessionHost
 
         self.index, self.capacity, self.host = index, capacity, SessionHost(config)
+        self.avatars = avatars or AvatarCache()
         self.encoders: dict[str, FrameEncoder] = {}
         self.leases: dict[str, float] = {}  # session -> when its lease ends (time.monotonic)
         self.front_ends: dict[str, float] = {}  # front end -> its latest ping
         self._work, self._leasing = threading.Lock(), threading.Lock()
-        self.host.pipeline(self.host.preload)
+
+    def warm(self, avatar: AvatarKey) -> None:
+        """Analyse the front end's default avatar before any session asks for it, and keep it."""
+        with self._work:
+            self.host.preload = str(self.avatars.path(*avatar))
+            self.host.pipeline(self.host.preload)
+
+    def store_avatar(self, avatar: AvatarKey, data: bytes) -> None:
+        """The front end's answer to AvatarMissing: the avatar's file, kept on this node."""
+        in_use = {Path(p).name.split(".")[0] for p in list(self.host.pipelines)}
+        self.avatars.store(*avatar, data, keep=in_use)
 
     def ready(self, front_end: str = "", sessions: Sequence[str] = ()) -> dict[str, Any]:
         """A front end's ping: who serves (/healthz shows it: kill this pid to test a worker's
@@ -96,11 +114,11 @@ class EngineActor:
         for session_id in lapsed:
             self._close(session_id)
 
-    def open(self, session_id: str, avatar: str, seed: int) -> None:
+    def open(self, session_id: str, avatar: AvatarKey, seed: int) -> None:
         with self._work:
             if len(self.leases) >= self.capacity:
                 raise EngineFull(f"this engine worker holds its {self.capacity} sessions")
-            self.host.open(session_id, avatar, seed)
+            self.host.open(session_id, str(self.avatars.path(*avatar)), seed)
             self.encoders[session_id] = FrameEncoder()
             with self._leasing:
                 self.leases[session_id] = time.monotonic() + LEASE_S

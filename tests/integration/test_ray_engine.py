@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,8 +19,9 @@ import pytest
 
 from avatar_client import AvatarViewer
 from engine.families.video.tracking import track_landmarks
+from engine.runtime.avatar_cache import digest
 from testkit.server import ServerProcess, free_port
-from tests.integration import test_session
+from tests.integration import test_avatars, test_session
 
 pytestmark = pytest.mark.integration
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -26,13 +29,21 @@ ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 @pytest.fixture(scope="module")
-def ray_head():
+def node_tmp():
+    """The Ray node's temporary folder: its actors keep the avatars they are sent in it."""
+    path = Path(tempfile.mkdtemp(prefix="ray-node-"))  # short: Ray's socket paths must stay < 108 bytes
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_head(node_tmp):
     """A one-node Ray cluster on 127.0.0.1 with a CPU for each engine actor of this module's servers
     (the pools of two engine settings: see test_front_ends_share_the_clusters_actors); its address."""
     port = free_port()
     subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=4",
-                    "--include-dashboard=false", "--disable-usage-stats"], check=True, env=ENV,
-                   capture_output=True, timeout=120)
+                    "--include-dashboard=false", "--disable-usage-stats"], check=True,
+                   env={**ENV, "TMPDIR": str(node_tmp)}, capture_output=True, timeout=120)
     try:
         yield f"127.0.0.1:{port}"
     finally:  # Ray's CLI stops every Ray process of the machine: there is no stopping one cluster
@@ -40,8 +51,15 @@ def ray_head():
 
 
 @pytest.fixture(scope="module")
-def ray_server(ray_head):
-    with ServerProcess({"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "1"}) as server:
+def avatars_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("avatars")
+
+
+@pytest.fixture(scope="module")
+def ray_server(ray_head, avatars_dir):
+    env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "1",
+           "AVATAR_AVATARS_DIR": str(avatars_dir)}
+    with ServerProcess(env) as server:
         yield server
 
 
@@ -51,6 +69,16 @@ def ray_server(ray_head):
 async def test_the_local_engines_session_checks_hold_on_ray(ray_server, check):
     """The local engine's session tests (tests/integration/test_session.py), run as they are."""
     await check(ray_server)
+
+
+async def test_an_uploaded_avatar_reaches_the_actors_node_by_content(ray_server, avatars_dir, node_tmp):
+    """The local engine's upload test, on Ray; the avatar went to the actor as bytes (on a
+    machine of its own, the front end's path would mean nothing there)."""
+    await test_avatars.test_portrait_upload_is_listed_and_usable(ray_server)
+    uploaded = [p for p in avatars_dir.glob("*.png") if p.stem != "default"]
+    assert len(uploaded) == 1, uploaded
+    copies = {p.name for p in (node_tmp / "avatar-server-avatars").iterdir()}
+    assert f"{digest(uploaded[0].read_bytes())}.png" in copies, copies
 
 
 async def health(url: str) -> dict:
