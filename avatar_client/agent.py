@@ -28,7 +28,9 @@ class AgentError(Exception):
 
 
 class AudioStream:
-    """The session's agent audio socket: push PCM16 mono, end or interrupt the utterance."""
+    """The session's agent audio socket: push PCM16 mono, end or interrupt the utterance;
+    `messages` are the server's answers: `utterance`, `playback_started`,
+    `playback_finished {position_ms, interrupted}` (for this socket's audio) and `error`."""
 
     def __init__(self, ws: aiohttp.ClientWebSocketResponse):
         self.ws = ws
@@ -42,7 +44,13 @@ class AudioStream:
         await self.ws.send_json({"type": "speak_end"})
 
     async def interrupt(self) -> None:
+        """Stop this session's speech now (LiveKit's clear_buffer)."""
         await self.ws.send_json({"type": "interrupt"})
+
+    async def messages(self) -> AsyncIterator[dict]:
+        async for msg in self.ws:
+            if msg.type == aiohttp.WSMsgType.TEXT:
+                yield json.loads(msg.data)
 
     async def close(self) -> None:
         await self.ws.close()

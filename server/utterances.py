@@ -6,6 +6,11 @@ audio or whether it is pushed live, and the frames played since its start mark. 
 audio is queued in the SpeechQueue, rendered, and played; the playout's marks say when
 it starts and ends. `interrupt` is the one signal that stops them all: it cancels the
 sources, empties the queue, and mutes frames already rendered with that audio.
+
+Besides our own events (speak_started, speak_ended, interrupted), each utterance reports
+`playback_started` and `playback_finished {position_ms, interrupted}` with the meaning of
+LiveKit's avatar protocol: the first frame of its audio played, and the last one (or where
+it was cut): one of each per utterance, and a finish even for one cut before it played.
 """
 
 from __future__ import annotations
@@ -137,6 +142,8 @@ class Utterances:
         for utterance_id in cancelled:
             u = self._all.pop(utterance_id, Utterance())
             self.hub.emit("interrupted", utterance_id=utterance_id, played_ms=(u.played or 0) * 40)
+            self.hub.emit("playback_finished", utterance_id=utterance_id, position_ms=(u.played or 0) * 40,
+                          interrupted=True)
         return sorted(cancelled)
 
     def on_marks(self, marks: list[Mark], utterances: list[str]) -> None:
@@ -149,11 +156,14 @@ class Utterances:
                 u = self._get(mark.utterance_id)
                 u.played, text, u.text = 0, u.text, None
                 self.hub.emit("speak_started", utterance_id=mark.utterance_id)
+                self.hub.emit("playback_started", utterance_id=mark.utterance_id)
                 if text:
                     self.hub.emit("transcript", role="avatar", text=text, final=True,
                                   utterance_id=mark.utterance_id)
             elif mark.kind == "end" and (u := self._all.get(mark.utterance_id)) is not None \
                     and u.played is not None:
-                u.played = None
+                played, u.played = u.played, None
                 self._tidy(mark.utterance_id)
                 self.hub.emit("speak_ended", utterance_id=mark.utterance_id)
+                self.hub.emit("playback_finished", utterance_id=mark.utterance_id, position_ms=played * 40,
+                              interrupted=False)

@@ -2,8 +2,11 @@
 
 Binary messages are audio at the `rate` of the URL; rendering starts with the first
 chunk (never waits for the end). Text messages: {"type": "speak_end"} ends the
-utterance, {"type": "interrupt"} cancels it. Audio pushed after an interrupt or a
-speak_end starts a new utterance.
+utterance (LiveKit's flush), {"type": "interrupt"} or {"type": "clear_buffer"} cancels
+it. Audio pushed after an interrupt or a speak_end starts a new utterance. The socket
+tells the agent `utterance` (the id of the audio it started) and, for its own
+utterances, `playback_started` and `playback_finished {position_ms, interrupted}` (what
+LiveKit's avatar protocol reports), so an agent needs no second socket to pace itself.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ OUT_RATE = 48000
 MAX_MESSAGE_S = 5.0  # audio in one binary message; longer ones are refused, not queued
 MAX_MESSAGE_BYTES = int(MAX_RATE * 2 * MAX_MESSAGE_S)  # larger frames close the socket (1009)
 MAX_MESSAGES_PER_S = 500  # a flood of tiny messages is read at this pace, not resampled at any rate
+INTERRUPTS = ("interrupt", "clear_buffer")  # ours, and LiveKit's name for it
+PLAYBACK = ("playback_started", "playback_finished")
 
 
 def parse_rate(request: web.Request) -> int:
@@ -61,6 +66,8 @@ async def serve_agent_audio(session: Session, request: web.Request, rate: int) -
     await ws.prepare(request)
     resample, utterance, budget = Resampler(rate), None, RateLimit(MAX_MESSAGES_PER_S)
     closer = asyncio.ensure_future(_close_with(session, ws))
+    events, mine = session.hub.subscribe(), set[str]()  # mine: this socket's utterances
+    reporter = asyncio.ensure_future(_report_playback(events, ws, mine))
     try:
         async for msg in ws:
             if session.closed.is_set():
@@ -68,13 +75,28 @@ async def serve_agent_audio(session: Session, request: web.Request, rate: int) -
             await budget.wait()
             if msg.type == WSMsgType.BINARY:
                 utterance = await _audio(session, ws, resample, utterance, msg.data)
+                if utterance is not None:
+                    if len(mine) > 64:  # finishes lost to a subscriber queue's overflow: never a growing set
+                        mine.pop()
+                    mine.add(utterance)
             elif msg.type == WSMsgType.TEXT:
                 utterance = await _control(session, ws, utterance, msg.data)
     finally:
         closer.cancel()
+        reporter.cancel()
+        session.hub.unsubscribe(events)
         if utterance is not None:
             session.utterances.end_live(utterance)
     return ws
+
+
+async def _report_playback(events: asyncio.Queue, ws: web.WebSocketResponse, mine: set[str]) -> None:
+    """The playback events of this socket's utterances, as the session's events socket has them."""
+    while (message := await events.get()) is not None:
+        if message["type"] in PLAYBACK and message["utterance_id"] in mine:
+            if message["type"] == "playback_finished":
+                mine.discard(message["utterance_id"])  # its last event: the set stays small
+            await ws.send_json(message)
 
 
 async def _close_with(session: Session, ws: web.WebSocketResponse) -> None:
@@ -130,10 +152,11 @@ async def _control(session: Session, ws: web.WebSocketResponse, utterance: str |
         if utterance is not None:
             session.utterances.end_live(utterance)
         return None
-    if kind == "interrupt":
+    if kind in INTERRUPTS:
         session.utterances.interrupt()
         return None
-    await _refuse(ws, session, "bad_message", "text messages are {'type': 'speak_end'} or {'type': 'interrupt'}")
+    await _refuse(ws, session, "bad_message", "text messages are {'type': 'speak_end'} or {'type': 'interrupt'} "
+                  "(also called 'clear_buffer')")
     return utterance
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 from aiohttp import WSMsgType, web
 
-from ..audio_sources.agent_ws import parse_rate, serve_agent_audio
+from ..audio_sources.agent_ws import INTERRUPTS, parse_rate, serve_agent_audio
 from ..conversation import NO_LLM
 from ..errors import ApiError, parse_json, read_body, read_json
 from ..events import event
@@ -107,10 +107,11 @@ async def _client_message(session: Session, ws: web.WebSocketResponse, data: str
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "speak":
             session.utterances.speak(_text_field(message))
-        elif kind == "interrupt":
+        elif kind in INTERRUPTS:
             session.utterances.interrupt()
         else:
-            raise ApiError(400, "bad_message", "messages are {'type': 'speak', 'text'} or {'type': 'interrupt'}")
+            raise ApiError(400, "bad_message", "messages are {'type': 'speak', 'text'} or {'type': 'interrupt'} "
+                           "(also called 'clear_buffer')")
     except ApiError as exc:
         await ws.send_json(event(session.id, "error", code=exc.code, message=exc.message))
 

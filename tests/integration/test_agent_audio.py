@@ -31,6 +31,22 @@ async def push_paced(voice, pcm: np.ndarray, rate: int, speed: float = 1.0) -> N
         await asyncio.sleep(max(0.0, start + (i + 1) * CHUNK_MS / 1000 / speed - time.monotonic()))
 
 
+def collect(voice) -> tuple[list[dict], asyncio.Task]:
+    """The audio socket's own messages, as they come."""
+    seen: list[dict] = []
+
+    async def read() -> None:
+        async for message in voice.messages():
+            seen.append(message)
+
+    return seen, asyncio.ensure_future(read())
+
+
+def playback(events: list[dict], utterance_id: str) -> list[tuple]:
+    return [(e["type"], e.get("position_ms"), e.get("interrupted")) for e in events
+            if e["type"].startswith("playback_") and e["utterance_id"] == utterance_id]
+
+
 async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm16):
     viewer = AvatarViewer(server.url)
     await viewer.connect()
@@ -39,6 +55,7 @@ async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm1
     try:
         await viewer.wait_frames(25)
         voice = await agent.open_audio(16000)
+        replies, reader = collect(voice)
         first_chunk = time.time()
         pusher = asyncio.ensure_future(push_paced(voice, jfk_pcm16, 16000))
         started = await viewer.wait_event("speak_started", 5)
@@ -54,7 +71,15 @@ async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm1
         await voice.end()
         ended = await viewer.wait_event("speak_ended", 10)
         assert ended["utterance_id"] == started["utterance_id"]
+        await asyncio.sleep(0.2)
+        # LiveKit's meaning: started at the first frame, finished at the last, where it got to
+        pushed_ms = len(jfk_pcm16) / 16
+        for events in (viewer.seen, replies):  # the events socket, and the agent's own
+            [begun, (finished, position, cut)] = playback(events, started["utterance_id"])
+            assert begun == ("playback_started", None, None) and (finished, cut) == ("playback_finished", False)
+            assert abs(position - pushed_ms) <= 200, f"played {position} ms of {pushed_ms:.0f} ms"
         await voice.close()
+        reader.cancel()
     finally:
         await agent.close()
         await viewer.close()
@@ -68,19 +93,25 @@ async def test_interrupt_on_the_socket_silences_the_client(server, jfk_pcm16):
     try:
         await viewer.wait_frames(25)
         voice = await agent.open_audio(16000)
+        replies, reader = collect(voice)
         await push_paced(voice, jfk_pcm16[: 16000 * 8], 16000, speed=4.0)  # agents often push ahead
         started = await viewer.wait_event("speak_started", 5)
         await asyncio.sleep(1.0)
-        await voice.interrupt()
+        await voice.ws.send_json({"type": "clear_buffer"})  # LiveKit's name for interrupt
         sent = time.monotonic()
         event = await viewer.wait_event("interrupted", 5)
         spoken_ms = (event["t"] - started["t"]) * 1000
         assert abs(event["played_ms"] - spoken_ms) < 200, (event["played_ms"], spoken_ms)
+        await asyncio.sleep(0.2)
+        for events in (viewer.seen, replies):
+            assert playback(events, started["utterance_id"]) == [
+                ("playback_started", None, None), ("playback_finished", event["played_ms"], True)], events
         await asyncio.sleep(1.5)
         assert rms(viewer, sent - 1.5, sent - 0.2) > 300, "no speech before the interrupt?"
         assert rms(viewer, sent + 0.4, sent + 1.4) < 30, "audio went on after the interrupt"
         assert not any(e["type"] == "speak_ended" for e in events)
         await voice.close()
+        reader.cancel()
     finally:
         await agent.close()
         await viewer.close()
@@ -107,5 +138,25 @@ async def test_agent_socket_refuses_bad_input_clearly(server):
                 await ws.send_bytes(np.zeros(320, np.int16).tobytes())
                 reply = json.loads((await ws.receive()).data)
                 assert reply["type"] == "utterance"  # the session still works
+    finally:
+        await viewer.close()
+
+
+async def test_clear_buffer_on_the_events_socket_interrupts_spoken_text(server):
+    viewer = AvatarViewer(server.url)
+    await viewer.connect()
+    await viewer.record_events()
+    try:
+        await viewer.wait_frames(25)
+        status, body = await viewer.post("speak", {"text": "This sentence is long enough to be cut in the middle."})
+        assert status == 202, body
+        started = await viewer.wait_event("speak_started", 10)
+        await asyncio.sleep(0.6)
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(f"{server.url}/v1/sessions/{viewer.session_id}/events") as ws:
+                await ws.send_json({"type": "clear_buffer"})
+                finished = await viewer.wait_event("playback_finished", 5)
+        assert finished["utterance_id"] == body["utterance_id"] == started["utterance_id"]
+        assert finished["interrupted"] is True and 400 <= finished["position_ms"] <= 2000, finished
     finally:
         await viewer.close()
