@@ -8,6 +8,7 @@ run: setup
 	.venv/bin/avatar-server $(ARGS)
 
 test: setup
+	@scripts/setup.sh pipecat
 	scripts/test.sh $(ARGS)
 
 bench: setup

@@ -17,11 +17,22 @@ if [ -s scripts/debian-packages.txt ]; then
 fi
 
 stamp=.venv/.installed
-if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ]; then
-  exit 0
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+  echo "setup: .venv is ready"
 fi
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
-touch "$stamp"
-echo "setup: .venv is ready"
+
+# `setup.sh pipecat` (the test command): the agent-side environment of the pipecat test
+if [ "${1:-}" = pipecat ]; then
+  stamp=.venv-pipecat/.installed
+  if [ ! -f "$stamp" ] || [ scripts/pipecat-requirements.txt -nt "$stamp" ]; then
+    python3 -m venv .venv-pipecat
+    .venv-pipecat/bin/python -m pip install -q --upgrade pip
+    .venv-pipecat/bin/python -m pip install -q -r scripts/pipecat-requirements.txt
+    touch "$stamp"
+    echo "setup: .venv-pipecat is ready"
+  fi
+fi
