@@ -7,8 +7,12 @@
 - chat: end of user speech -> first avatar audio at the client, minus the LLM's own time
   (a local test LLM; its time to first token is measured and subtracted), beside
   POST /speak -> first audio (the reply path without turn detection and recognition).
+  The user is real: 16 recorded utterances of 11 people (GRID's ten other speakers and
+  CREMA-D's actor 1001 in six moods, ../shared/data/real-talking), each played into its
+  own chat session by an aiortc microphone. The end of speech is the last voiced frame:
+  the server's `user_speech_ended` says how long after it the turn was ended.
 
-    .venv/bin/python bench/conversation.py [--runs 3]
+    .venv/bin/python bench/conversation.py [--runs 3] [--utterances 16]
 """
 
 from __future__ import annotations
@@ -27,8 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from avatar_client import AgentClient, AvatarViewer  # noqa: E402
-from server.audio_sources.vad import VadConfig  # noqa: E402
-from speech.tts import PiperTts  # noqa: E402
 from testkit.audio import silence, speech_wav  # noqa: E402
 from testkit.fake_llm import FakeLLM  # noqa: E402
 from testkit.server import ServerProcess  # noqa: E402
@@ -97,9 +99,10 @@ async def agent_start(url: str, pcm16: np.ndarray) -> tuple[float, float, float,
                 (heard - started["t"]) * 1000 if heard else float("nan"))
 
 
-async def chat_reply(url: str, wav: Path, llm: FakeLLM, hangover_ms: int) -> tuple[float, ...]:
+async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
     """(end of user speech -> first avatar audio minus LLM time; POST /speak -> first audio;
-    recognition; reply start -> speak_started; speak_started -> heard), ms."""
+    silence before the turn ended; recognition; reply start -> speak_started; speak_started
+    -> heard), ms."""
     async with Watch(url, mode="chat", microphone=str(wav)) as w:
         ended = await w.event("user_speech_ended")
         heard_text = await w.event("transcript", after=ended["t"])
@@ -110,15 +113,32 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM, hangover_ms: int) -> tup
             if heard:
                 break
             await asyncio.sleep(0.05)
-        end_of_speech = ended["t"] - hangover_ms / 1000
+        end_of_speech = ended["t"] - ended["silence_ms"] / 1000
         chat_ms = (heard - end_of_speech) * 1000 - llm.last_first_token_ms
         await w.event("speak_ended", after=started["t"])
         t0 = time.time()
         await w.viewer.post("speak", {"text": "Here is a reply of about the same length."})
         await asyncio.sleep(2.5)
         speak_ms = (w.first_sound_after(t0) - t0) * 1000
-        return (chat_ms, speak_ms, (heard_text["t"] - ended["t"]) * 1000,
+        return (chat_ms, speak_ms, ended["silence_ms"], (heard_text["t"] - ended["t"]) * 1000,
                 (started["t"] - heard_text["t"]) * 1000 - llm.last_first_token_ms, (heard - started["t"]) * 1000)
+
+
+def real_utterances(count: int) -> list[Path]:
+    """Recorded people, one utterance each, as 48 kHz WAVs with a second of silence before."""
+    import av
+
+    from testkit.server import SHARED_DATA
+
+    real = SHARED_DATA / "real-talking"
+    sources = sorted((real / "grid-samples").iterdir()) + sorted((real / "crema-d").glob("*.flv"))
+    wavs = []
+    for source in sources[:count]:
+        with av.open(str(source)) as c:
+            r = av.AudioResampler("s16", "mono", 48000)
+            pcm = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
+        wavs.append(speech_wav(f"bench-{source.stem}.wav", silence(1.0), pcm.astype(np.int16), silence(4)))
+    return wavs
 
 
 def median(values: list[float]) -> float:
@@ -127,7 +147,8 @@ def median(values: list[float]) -> float:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="agent-socket runs")
+    parser.add_argument("--utterances", type=int, default=16, help="real utterances for the chat figure")
     args = parser.parse_args()
     import av
 
@@ -137,17 +158,13 @@ async def main() -> None:
         r = av.AudioResampler("s16", "mono", 16000)
         pcm16 = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
     pcm16 = pcm16[np.argmax(np.abs(pcm16) > 2000):]  # start on the first word, not the recording's lead-in
-    tts = PiperTts()
-    await tts.start()
-    question = await tts.synthesize("What is the capital of France?")
-    await tts.close()
-    wav = speech_wav("bench-question.wav", silence(1.0), question, silence(4))
+    utterances = real_utterances(args.utterances)
     llm = FakeLLM("The capital of France is Paris. It is famous for the Eiffel Tower.")
     await llm.start()
     try:
         with ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"}) as proc:
             agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
-            chat = [await chat_reply(proc.url, wav, llm, VadConfig().hangover_ms) for _ in range(args.runs)]
+            chat = [await chat_reply(proc.url, wav, llm) for wav in utterances]
     finally:
         await llm.stop()
     a = list(zip(*agent))
@@ -157,11 +174,11 @@ async def main() -> None:
         "interrupt_to_client_silence_ms": median(a[2]), "baseline_speak_started_to_client_sound_ms": median(a[3]),
         "chat_end_of_speech_to_first_audio_ms_excl_llm": median(c[0]),
         "baseline_speak_post_to_first_audio_ms": median(c[1]),
-        "chat_breakdown_ms": {"vad_hangover": VadConfig().hangover_ms, "recognition": median(c[2]),
-                              "transcript_to_speak_started_excl_llm": median(c[3]),
-                              "speak_started_to_heard": median(c[4])},
-        "vad_hangover_ms_included": VadConfig().hangover_ms,
-        "runs": args.runs,
+        "chat_breakdown_ms": {"silence_before_turn_ended": median(c[2]), "recognition_after_it": median(c[3]),
+                              "transcript_to_speak_started_excl_llm": median(c[4]),
+                              "speak_started_to_heard": median(c[5])},
+        "chat_end_of_speech_to_first_audio_ms_each": [round(x) for x in c[0]],
+        "runs": args.runs, "utterances": [w.stem for w in utterances],
         "raw": {"agent": agent, "chat": chat},
     }, indent=2))
 

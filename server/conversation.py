@@ -1,9 +1,12 @@
 """Conversation: chat mode. Hears the user, takes turns, answers through the LLM.
 
-Microphone audio (16 kHz) -> TurnDetector -> on the end of a turn, Whisper ->
-`transcript` (user) -> the LLM's streamed reply -> sentences -> TTS -> the session's
-SpeechQueue under one utterance id. The user starting to talk while the avatar speaks
-interrupts it (barge-in) through the session's one cancellation path.
+Microphone audio (16 kHz) -> TurnDetector -> at each pause, Whisper on the turn so far,
+whose words decide when the turn ends (160 ms after a whole sentence, 1.2 s after one cut
+off, 450 ms without words) -> `transcript` (user) -> the LLM's streamed reply ->
+sentences (the first clause at once) -> TTS -> the session's SpeechQueue under one
+utterance id. The user starting to talk while the avatar speaks interrupts it (barge-in)
+through the session's one cancellation path; a user who goes on before a word of the
+answer was heard gets one answer to everything they said, not one per piece.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from speech.sentences import sentences_of
 
 from .audio_sources.asr import AsrError, SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmError
-from .audio_sources.vad import TurnDetector, VadConfig
+from .audio_sources.turns import is_complete
+from .audio_sources.vad import TurnDetector, TurnEvent, VadConfig
 from .speech import new_utterance_id
 
 if TYPE_CHECKING:
@@ -36,39 +40,77 @@ class Conversation:
     """One session's chat state; see the module docstring."""
 
     def __init__(self, session: Session, asr: SpeechRecognizer, llm: ChatLLM, vad: VadConfig = VadConfig()):
-        self.session, self.asr, self.llm = session, asr, llm
+        self.session, self.asr, self.llm, self.vad = session, asr, llm, vad
         self.detector = TurnDetector(vad)
         self.history: deque[dict] = deque(maxlen=HISTORY_MESSAGES)
-        # Recognition started at a pause, reused if the turn then ends with no new words:
-        # it overlaps the hangover instead of following it.
+        # The turn so far, recognised at its latest pause: its words decide when it ends,
+        # and the end reuses it when no word came since (the voiced-frame count).
         self._early: tuple[int, asyncio.Future] | None = None
+        self._turns = 0  # turns started: a turn whose user went on before its answer is not answered alone
+        self._carry = ""  # words of a turn left unanswered that way: the next turn's beginning
+        self._reply: tuple[str, str] | None = None  # the latest answer's utterance and the words it answers
+        self._retracted: str | None = None  # an answer cut before a word of it was heard: not history
 
     def hear(self, pcm16k: np.ndarray) -> None:
         for event in self.detector.feed(pcm16k):
             if event.kind == "start":
-                self.session.hub.emit("user_speech_started")
-                if self.session.utterances.speaking:
-                    self.session.utterances.interrupt()  # barge-in
+                self._user_started()
             elif event.kind == "pause":
-                assert event.audio is not None  # pauses and ends carry the turn's audio
-                if self._early is None or self._early[1].done():
-                    early = asyncio.ensure_future(self.asr.transcribe(event.audio))
-                    early.add_done_callback(lambda f: f.cancelled() or f.exception())  # unused ones too
-                    self._early = (event.voiced, early)
+                self._recognise_early()
             else:
-                self.session.hub.emit("user_speech_ended")
-                assert event.audio is not None
-                pending, self._early = self._early, None
-                reuse = pending[1] if pending and pending[0] == event.voiced else None
-                log.info("turn ended: %d voiced frames, early recognition %s", event.voiced,
-                         "reused" if reuse else "not usable")
-                self.session.spawn(self._turn(event.audio, reuse))
+                self._end_turn(event)
 
-    async def _turn(self, audio: np.ndarray, early: asyncio.Future | None) -> None:
+    def _user_started(self) -> None:
+        self._turns += 1
+        self.session.hub.emit("user_speech_started")
+        if not self.session.utterances.speaking:
+            return
+        reply, self._reply = self._reply, None
+        if reply and not self.session.utterances.heard(reply[0]):  # went on before hearing a word of it
+            self._carry, self._retracted = f"{reply[1]} {self._carry}".strip(), reply[0]
+        self.session.utterances.interrupt()  # barge-in
+
+    def _recognise_early(self) -> None:
+        if self._early is not None and not self._early[1].done():
+            return  # one at a time: when it ends, a newer pause starts the next
+        voiced = self.detector.voiced
+        early = asyncio.ensure_future(self.asr.transcribe(self.detector.audio()))
+        early.add_done_callback(lambda f: self._decide(voiced, f))
+        self._early = (voiced, early)
+
+    def _decide(self, voiced: int, early: asyncio.Future) -> None:
+        """When the turn ends, from its words so far: soon after a whole sentence, late
+        after one cut off or trailing away, at the usual hangover without words."""
+        detector = self.detector
+        if early.cancelled() or early.exception() is not None or not detector.speaking:
+            return
+        if detector.voiced != voiced:  # the speaker went on: these words are not the turn's
+            if detector.silence_ms >= self.vad.pause_ms:
+                self._recognise_early()
+            return
+        complete = is_complete(early.result())
+        detector.hangover_ms = self.vad.complete_end_ms if complete else self.vad.incomplete_hangover_ms
+        if detector.silence_ms >= detector.hangover_ms:
+            self._end_turn(detector.end_now())
+
+    def _end_turn(self, event: TurnEvent) -> None:
+        self.session.hub.emit("user_speech_ended", silence_ms=event.silence_ms)
+        assert event.audio is not None
+        pending, self._early = self._early, None
+        reuse = pending[1] if pending and pending[0] == event.voiced else None
+        log.info("turn ended after %d ms of silence: %d voiced frames, early recognition %s", event.silence_ms,
+                 event.voiced, "reused" if reuse else "not usable")
+        self.session.spawn(self._turn(event.audio, reuse, self._turns))
+
+    async def _turn(self, audio: np.ndarray, early: asyncio.Future | None, number: int) -> None:
         try:
             text = await (early or self.asr.transcribe(audio))
         except AsrError as exc:
             self.session.hub.emit("error", code="asr_failed", message=str(exc))
+            return
+        text, self._carry = f"{self._carry} {text}".strip(), ""
+        if number != self._turns:  # the user spoke again meanwhile: one answer, to all of it
+            self._carry = text
             return
         if not text:
             return
@@ -76,15 +118,16 @@ class Conversation:
         if not self.llm.configured:
             self.session.hub.emit("error", code="llm_not_configured", message=NO_LLM)
             return
-        self.history.append({"role": "user", "content": text})
         utterance_id = new_utterance_id()
-        self.session.utterances.produce(utterance_id, self._reply(utterance_id))
+        self._reply = (utterance_id, text)
+        self.session.utterances.produce(utterance_id, self._answer(utterance_id, text))
 
-    async def _reply(self, utterance_id: str) -> None:
+    async def _answer(self, utterance_id: str, question: str) -> None:
         words: list[str] = []
+        asked = {"role": "user", "content": question}
 
         async def tokens() -> AsyncIterator[str]:
-            async for token in self.llm.stream(list(self.history)):
+            async for token in self.llm.stream([*self.history, asked]):
                 words.append(token)
                 yield token
 
@@ -94,7 +137,11 @@ class Conversation:
             self.session.hub.emit("error", code="llm_failed", message=str(exc))
         finally:
             reply = "".join(words).strip()
-            if reply:  # what was said, even when a barge-in cut it short
-                self.history.append({"role": "assistant", "content": reply})
-                self.session.hub.emit("transcript", role="avatar", text=reply, final=True,
-                                      utterance_id=utterance_id)
+            if self._retracted == utterance_id:  # its question is asked again, whole, with the next turn
+                self._retracted = None
+            else:
+                self.history.append(asked)
+                if reply:  # what was said, even when a barge-in cut it short
+                    self.history.append({"role": "assistant", "content": reply})
+                    self.session.hub.emit("transcript", role="avatar", text=reply, final=True,
+                                          utterance_id=utterance_id)

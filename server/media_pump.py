@@ -4,6 +4,9 @@ Each chunk takes the next 80 ms of speech (or silence) from the SpeechQueue, ren
 on the engine worker, and queues the frames with that very audio for the Playout. A
 motion model that listens ahead (`delay_frames`, its lookahead) returns the motion of
 frames that much earlier, so the audio passes through a delay line of as many frames first.
+Speech that starts while only idle frames are queued does not wait behind them: all but
+one chunk of them are dropped and its first chunk is rendered at once (40 ms sooner on
+average, 80 at most).
 """
 
 from __future__ import annotations
@@ -39,9 +42,7 @@ class MediaPump:
             await self.engine.wait_open()
             chunk_id, first = 0, 0
             while not self.closed.is_set():
-                while self.playout.buffered + self.chunk_frames > self.lead:
-                    self.playout.consumed.clear()
-                    await self.playout.consumed.wait()
+                await self._room()
                 piece = self.speech.read(self.chunk_frames * SAMPLES_PER_FRAME)
                 rendered = await self.engine.render(chunk_id, first, piece.pcm, self.chunk_frames)
                 self._queue_frames(piece, rendered.slots)
@@ -50,6 +51,20 @@ class MediaPump:
             fail(exc.code, str(exc))
         except asyncio.CancelledError:
             pass
+
+    async def _room(self) -> None:
+        """Until a chunk fits within the lead, or speech starts (see the module docstring)."""
+        while self.playout.buffered + self.chunk_frames > self.lead:
+            if self.speech.starting and self.playout.trim_silence(keep=self.chunk_frames):
+                continue
+            self.playout.consumed.clear()
+            self.speech.arrived.clear()
+            waits = [asyncio.ensure_future(e.wait()) for e in (self.playout.consumed, self.speech.arrived)]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
 
     def _queue_frames(self, piece: Piece, slots: list[int]) -> None:
         if self.closed.is_set():

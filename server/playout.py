@@ -144,6 +144,19 @@ class Playout:
         if entry.marks or entry.utterances:
             self._on_marks(entry.marks, entry.utterances)
 
+    def trim_silence(self, keep: int) -> int:
+        """Drop the latest queued frames beyond `keep` while they carry no speech, so speech
+        that starts now does not wait behind idle frames rendered ahead; how many went. The
+        picture skips that much idle motion (a few pixels). Encoded frames reference the
+        ones before: the next one must be a keyframe."""
+        dropped = 0
+        while len(self.queue) > keep and not (self.queue[-1].utterances or self.queue[-1].marks):
+            self._release(self.queue.pop().slot)
+            dropped += 1
+        if dropped and self.encoded:
+            self._on_gap()
+        return dropped
+
     def drain(self) -> None:
         """Release every queued slot (session end)."""
         while self.queue:

@@ -56,6 +56,12 @@ class SpeechQueue:
         self._space.set()
         self._epoch = 0  # bumped by cancel: pushes waiting across it are dropped
         self.closed = False
+        self.arrived = asyncio.Event()  # set when an utterance's first audio is queued
+
+    @property
+    def starting(self) -> bool:
+        """An utterance's first audio is next to be read."""
+        return bool(self._segments) and self._segments[0].first and self._offset == 0
 
     @property
     def buffered(self) -> int:
@@ -74,6 +80,8 @@ class SpeechQueue:
         first = utterance_id not in self._started
         self._started.add(utterance_id)
         self._segments.append(_Segment(utterance_id, pcm.astype(np.int16), first, False))
+        if first:
+            self.arrived.set()
         return True
 
     def push_live(self, source: str, pcm: np.ndarray, max_backlog: int) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ class Utterances:
         self.session_id, self.speech, self.playout, self.hub, self.tts = session_id, speech, playout, hub, tts
         self.spawn, self.closed, self.max_queued, self.on_interrupt = spawn, closed, max_queued, on_interrupt
         self._all: dict[str, Utterance] = {}  # by id; dropped once settled
+        self._heard: deque[str] = deque(maxlen=8)  # the latest utterances whose audio began to play
 
     def _get(self, utterance_id: str) -> Utterance:
         return self._all.setdefault(utterance_id, Utterance())
@@ -122,6 +124,10 @@ class Utterances:
             self._tidy(utterance_id)
             self.speech.finish(utterance_id)
 
+    def heard(self, utterance_id: str) -> bool:
+        """Whether the utterance's audio began to play (of the latest few)."""
+        return utterance_id in self._heard
+
     @property
     def speaking(self) -> bool:
         active = any(u.producer or u.live or u.played is not None for u in self._all.values())
@@ -155,6 +161,7 @@ class Utterances:
             if mark.kind == "start" and mark.utterance_id not in self.playout.muted:
                 u = self._get(mark.utterance_id)
                 u.played, text, u.text = 0, u.text, None
+                self._heard.append(mark.utterance_id)
                 self.hub.emit("speak_started", utterance_id=mark.utterance_id)
                 self.hub.emit("playback_started", utterance_id=mark.utterance_id)
                 if text:

@@ -29,16 +29,40 @@ async def split_stream(text: str) -> AsyncIterator[str]:
         yield sentence
 
 
+FIRST_CLAUSE = re.compile(r"^(\W*\w+\W+\w+\W+\w+.*?(?:[,;:\u2014]\s|[,;:\u2014.!?]$))")
+"""The start of a reply up to its first clause's end (after three words at least), or its
+first sentence's end even before the next token shows the space after it."""
+ABBREVIATIONS = frozenset({"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "etc.", "e.g.", "i.e.", "no."})
+
+
 async def sentences_of(tokens: AsyncIterator[str]) -> AsyncIterator[str]:
     """Whole sentences out of a token stream, each as soon as it is complete, so speech
-    starts while the rest of the reply is still being generated."""
-    buffer = ""
+    starts while the rest of the reply is still being generated; the first one sooner
+    still: its first clause goes alone, and its end does not wait for the next token."""
+    buffer, first = "", True
     async for token in tokens:
         buffer += token
+        if first and (clause := _first_clause(buffer)):
+            yield clause
+            buffer, first = buffer[len(clause):].lstrip(), False
+            continue
         parts = SENTENCE_END.split(buffer)
         for sentence in parts[:-1]:
             for piece in split_sentences(sentence):
+                first = False
                 yield piece
         buffer = parts[-1]
     for piece in split_sentences(buffer):
         yield piece
+
+
+def _first_clause(buffer: str) -> str:
+    match = FIRST_CLAUSE.match(buffer)
+    if not match:
+        return ""
+    clause = match.group(1).strip()
+    at_end = buffer.rstrip() == buffer
+    # "3." may be "3.5" and "1," "1,000", "Dr." a title: those wait for the next token
+    if at_end and (not clause[-2].isalpha() or clause.split()[-1].lower() in ABBREVIATIONS):
+        return ""
+    return clause if re.search(r"\w", clause) else ""

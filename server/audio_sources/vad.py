@@ -1,8 +1,10 @@
 """TurnDetector: webrtcvad on 20 ms frames at 16 kHz, with onset and hangover.
 
 Speech starts after `onset` voiced frames out of the last `window`; it ends after
-`hangover_ms` without voice. The turn's audio (with a little lead-in) is returned
-at the end, capped in length so a never-ending talker cannot grow memory.
+`hangover_ms` without voice, unless its owner decides sooner (`end_now`) or later (a
+longer `hangover_ms` for this turn): the Conversation does, from what was said so far.
+The turn's audio (with a little lead-in) is returned at the end, capped in length so a
+never-ending talker cannot grow memory.
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ class VadConfig:
     """Voiced frames among the last `window_frames` that start a turn (80 ms)."""
     window_frames: int = 6
     hangover_ms: int = 450
-    """Silence that ends a turn: long enough for a breath between words, short enough to answer fast."""
-    pause_ms: int = 160
-    """Silence after which a "pause" event offers the turn so far for early recognition."""
+    """Silence that ends a turn when its words do not decide sooner or later."""
+    pause_ms: int = 80
+    """Silence after which a "pause" event offers the turn so far for recognition."""
+    complete_end_ms: int = 160
+    """Silence that ends a turn whose words so far are a complete sentence."""
+    incomplete_hangover_ms: int = 1200
+    """Silence that ends a turn whose words stop mid-sentence or trail off ("and", "the", "um", a comma)."""
     lead_in_ms: int = 200
     """Audio kept from before the onset, so the first syllable reaches the recogniser."""
     max_turn_s: float = 30.0
@@ -39,6 +45,7 @@ class TurnEvent:
     kind: str  # "start" | "pause" | "end"
     audio: np.ndarray | None = None  # 16 kHz int16, the turn so far, on "pause" and "end"
     voiced: int = 0  # voiced frames in the turn so far: equal counts mean the same words
+    silence_ms: int = 0  # on "end": how long after the last voiced frame the turn ended
 
 
 class TurnDetector:
@@ -56,6 +63,27 @@ class TurnDetector:
         self._silent_frames = 0
         self._voiced = 0
         self.speaking = False
+        self.hangover_ms = config.hangover_ms  # this turn's; its owner may change it
+
+    @property
+    def voiced(self) -> int:
+        return self._voiced
+
+    @property
+    def silence_ms(self) -> int:
+        return self._silent_frames * 20
+
+    def audio(self) -> np.ndarray:
+        """The turn so far (16 kHz int16)."""
+        return np.concatenate(self._turn) if self._turn else np.zeros(0, np.int16)
+
+    def end_now(self) -> TurnEvent:
+        """End the turn here (its words are complete): the "end" event, with its audio."""
+        event = TurnEvent("end", self.audio(), self._voiced, self.silence_ms)
+        self.speaking, self._turn = False, []
+        self._recent.clear()
+        self._before.clear()
+        return event
 
     def feed(self, pcm: np.ndarray) -> list[TurnEvent]:
         self._pending = np.concatenate([self._pending, pcm.astype(np.int16)])
@@ -75,19 +103,17 @@ class TurnDetector:
             self._before.append(frame)
             if sum(self._recent) >= self.config.onset_frames:
                 self.speaking, self._silent_frames, self._voiced = True, 0, sum(self._recent)
-                self._turn = list(self._before)
+                self._turn, self.hangover_ms = list(self._before), self.config.hangover_ms
                 return TurnEvent("start")
             return None
         self._turn.append(frame)
         self._silent_frames = 0 if voiced else self._silent_frames + 1
         self._voiced += voiced
         too_long = len(self._turn) * 20 > self.config.max_turn_s * 1000
-        if self._silent_frames * 20 >= self.config.hangover_ms or too_long:
-            audio = np.concatenate(self._turn)
-            self.speaking, self._turn = False, []
-            self._recent.clear()
-            self._before.clear()
-            return TurnEvent("end", audio, self._voiced)
-        if self._silent_frames * 20 == self.config.pause_ms:
-            return TurnEvent("pause", np.concatenate(self._turn), self._voiced)
+        if self.silence_ms >= self.hangover_ms or too_long:
+            return self.end_now()
+        if voiced:  # words again: what was decided on the words before no longer holds
+            self.hangover_ms = self.config.hangover_ms
+        if self.silence_ms == self.config.pause_ms:
+            return TurnEvent("pause", self.audio(), self._voiced)
         return None

@@ -106,3 +106,39 @@ async def test_chat_without_an_llm_says_so(server):
         await ws.close()
     finally:
         await viewer.close()
+
+
+def grid_with_a_pause(clip: str, after_word: int, pause_s: float) -> np.ndarray:
+    """A GRID s1 recording (48 kHz) with `pause_s` of silence after its word `after_word`
+    (1-based, by the corpus's own word timings, in 1/25000 s)."""
+    import av
+
+    from testkit.server import SHARED_DATA
+
+    path = SHARED_DATA / "real-talking" / "grid-s1" / clip
+    words = [line.split() for line in path.with_suffix(".align").read_text().splitlines()]
+    with av.open(str(path)) as c:
+        r = av.AudioResampler("s16", "mono", 48000)
+        pcm = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
+    cut = int(int(words[after_word][1]) / 25000 * 48000)
+    return np.concatenate([pcm[:cut], silence(pause_s), pcm[cut:]]).astype(np.int16)
+
+
+async def test_a_pause_in_the_middle_of_a_sentence_does_not_get_an_answer(chat_server, fake_llm):
+    """A real speaker says "bin blue in", stops for 800 ms (a fixed 450 ms hangover answered
+    there), then "L two now". Words that are not yet a sentence keep the turn open: one
+    answer, to all of it, once he has finished."""
+    wav = speech_wav("mid-sentence-pause.wav", silence(0.5), grid_with_a_pause("bbil2n.mp4", 3, 0.8), silence(3))
+    viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
+    await viewer.connect()
+    events = await viewer.record_events()
+    try:
+        answer = await viewer.wait_event("speak_started", 30)
+        await asyncio.sleep(1.0)
+        ends = [e for e in events if e["type"] == "user_speech_ended"]
+        assert len(ends) == 1 and answer["t"] > ends[0]["t"], f"turns ended: {ends}"
+        assert [e for e in events if e["type"] == "speak_started"] == [answer], "more than one answer"
+        asked = [e["text"].lower() for e in events if e["type"] == "transcript" and e["role"] == "user"]
+        assert len(asked) == 1 and " in " in asked[0] and "now" in asked[0], f"the words on both sides: {asked}"
+    finally:
+        await viewer.close()

@@ -44,6 +44,28 @@ async def test_sentences_come_out_as_soon_as_they_end():
     assert [s async for s in sentences_of(tokens())] == ["Hello there.", "How are you?", "I am fine"]
 
 
+async def test_a_replys_first_clause_is_spoken_alone_and_at_once():
+    """The first piece goes as soon as its clause ends; later ones are whole sentences."""
+    said: list[tuple[str, int]] = []
+
+    async def tokens(parts):
+        for i, t in enumerate(parts):
+            said.append(("token", i))
+            yield t
+
+    async def pieces(parts):
+        said.clear()
+        return [(s, len(said)) async for s in sentences_of(tokens(parts))]
+
+    assert await pieces(["Well", " of", " course,", " Paris", " is", " the", " capital", ", I", " think."]) == [
+        ("Well of course,", 3), ("Paris is the capital, I think.", 9)]
+    assert await pieces(["The", " capital", " is", " Paris", ".", " It", " is", " big."]) == [
+        ("The capital is Paris.", 5), ("It is big.", 8)], "the first sentence's end did not wait for ' It'"
+    assert await pieces(["It", " costs", " 3", ".", "5", " euros."]) == [("It costs 3.5 euros.", 6)]
+    assert await pieces(["Please", " ask", " Dr", ".", " Who."]) == [("Please ask Dr. Who.", 5)]
+    assert await pieces(["Yes,", " sure."]) == [("Yes, sure.", 2)], "a clause of one word waits for more"
+
+
 async def test_llm_client_streams_an_openai_compatible_answer():
     fake = FakeLLM("Paris is the capital.")
     await fake.start()
@@ -63,3 +85,22 @@ async def test_unreachable_llm_is_a_clear_error():
     with pytest.raises(LlmError, match="could not be reached"):
         async for _ in llm.stream([{"role": "user", "content": "hi"}]):
             pass
+
+
+@pytest.mark.parametrize("text,complete", [
+    ("What is the capital of France?", True),
+    ("Don't forget a jacket.", True),
+    ("Don't forget to check it.", True),
+    ("Where are you from?", True),
+    ("Set blue in.", False),
+    ("We all know the past few years have been difficult for", False),  # Whisper on a cut sentence
+    ("And so my fellow Americans,", False),
+    ("I was thinking about the...", False),
+    ("Tell me about the.", False),
+    ("So, um.", False),
+    ("", False),
+])
+def test_a_turn_is_complete_only_when_its_words_are_a_whole_sentence(text, complete):
+    from server.audio_sources.turns import is_complete
+
+    assert is_complete(text) is complete
