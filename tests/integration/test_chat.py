@@ -108,9 +108,9 @@ async def test_chat_without_an_llm_says_so(server):
         await viewer.close()
 
 
-def grid_with_a_pause(clip: str, after_word: int, pause_s: float) -> np.ndarray:
-    """A GRID s1 recording (48 kHz) with `pause_s` of silence after its word `after_word`
-    (1-based, by the corpus's own word timings, in 1/25000 s)."""
+def grid_words(clip: str, first: int, last: int) -> np.ndarray:
+    """Words `first`..`last` (1-based) of a GRID s1 recording, 48 kHz, cut at the corpus's
+    own word timings (1/25000 s)."""
     import av
 
     from testkit.server import SHARED_DATA
@@ -120,25 +120,55 @@ def grid_with_a_pause(clip: str, after_word: int, pause_s: float) -> np.ndarray:
     with av.open(str(path)) as c:
         r = av.AudioResampler("s16", "mono", 48000)
         pcm = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
-    cut = int(int(words[after_word][1]) / 25000 * 48000)
-    return np.concatenate([pcm[:cut], silence(pause_s), pcm[cut:]]).astype(np.int16)
+    lo, hi = (int(int(words[i][j]) / 25000 * 48000) for i, j in ((first, 0), (last, 1)))
+    return pcm[lo:hi].astype(np.int16)
+
+
+def answers_and_turns(events: list[dict]) -> tuple[list[dict], list[dict], list[str]]:
+    pick = lambda kind: [e for e in events if e["type"] == kind]  # noqa: E731
+    return pick("speak_started"), pick("user_speech_ended"), [e["text"].lower() for e in pick("transcript")
+                                                             if e["role"] == "user"]
 
 
 async def test_a_pause_in_the_middle_of_a_sentence_does_not_get_an_answer(chat_server, fake_llm):
     """A real speaker says "bin blue in", stops for 800 ms (a fixed 450 ms hangover answered
     there), then "L two now". Words that are not yet a sentence keep the turn open: one
     answer, to all of it, once he has finished."""
-    wav = speech_wav("mid-sentence-pause.wav", silence(0.5), grid_with_a_pause("bbil2n.mp4", 3, 0.8), silence(3))
+    clip = "bbil2n.mp4"
+    wav = speech_wav("mid-sentence-pause.wav", silence(0.5), grid_words(clip, 1, 3), silence(0.8),
+                     grid_words(clip, 4, 6), silence(3))
     viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
     await viewer.connect()
     events = await viewer.record_events()
     try:
-        answer = await viewer.wait_event("speak_started", 30)
+        await viewer.wait_event("speak_started", 30)
         await asyncio.sleep(1.0)
-        ends = [e for e in events if e["type"] == "user_speech_ended"]
-        assert len(ends) == 1 and answer["t"] > ends[0]["t"], f"turns ended: {ends}"
-        assert [e for e in events if e["type"] == "speak_started"] == [answer], "more than one answer"
-        asked = [e["text"].lower() for e in events if e["type"] == "transcript" and e["role"] == "user"]
+        answers, ends, asked = answers_and_turns(events)
+        assert len(ends) == 1 and len(answers) == 1 and answers[0]["t"] > ends[0]["t"], (ends, answers)
         assert len(asked) == 1 and " in " in asked[0] and "now" in asked[0], f"the words on both sides: {asked}"
+    finally:
+        await viewer.close()
+
+
+async def test_going_on_after_a_whole_sentence_before_the_answer_is_heard_gets_one_answer(chat_server, fake_llm):
+    """ "Bin blue in L two now." is a whole sentence, so the turn ends 160 ms into the silence
+    after it (when Whisper punctuates it so); the speaker adds "please" 400 ms after it, before
+    a word of the answer played. That answer is taken back: one answer, to everything said,
+    after the last word."""
+    wav = speech_wav("went-on.wav", silence(0.5), grid_words("bbil2n.mp4", 1, 6), silence(0.4),
+                     grid_words("bbil4p.mp4", 6, 6), silence(3))
+    viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
+    await viewer.connect()
+    events = await viewer.record_events()
+    try:
+        await viewer.wait_event("speak_started", 30)
+        await asyncio.sleep(1.0)
+        answers, ends, asked = answers_and_turns(events)
+        assert len(answers) == 1 and answers[0]["t"] > ends[-1]["t"], (ends, answers)
+        assert "now" in asked[-1] and "please" in asked[-1], f"the last question is all of it: {asked}"
+        question = fake_llm.requests[-1]["messages"]
+        assert "please" in question[-1]["content"].lower() and "now" in question[-1]["content"].lower(), question
+        assert not any("please" not in m["content"].lower() and m["role"] == "user" and "now" in
+                       m["content"].lower() for m in question[:-1]), "the taken-back turn stayed in the history"
     finally:
         await viewer.close()
