@@ -50,6 +50,7 @@ class Conversation:
         self._carry = ""  # words of a turn left unanswered that way: the next turn's beginning
         self._reply: tuple[str, str] | None = None  # the latest answer's utterance and the words it answers
         self._retracted: str | None = None  # an answer cut before a word of it was heard: not history
+        self._recorded: tuple[str, int] = ("", 0)  # the latest answer in the history, and its entries
 
     def hear(self, pcm16k: np.ndarray) -> None:
         for event in self.detector.feed(pcm16k):
@@ -68,6 +69,9 @@ class Conversation:
         reply, self._reply = self._reply, None
         if reply and not self.session.utterances.heard(reply[0]):  # went on before hearing a word of it
             self._carry, self._retracted = f"{reply[1]} {self._carry}".strip(), reply[0]
+            if self._recorded[0] == reply[0]:  # all of it was produced already, and recorded
+                for _ in range(self._recorded[1]):
+                    self.history.pop()
         self.session.utterances.interrupt()  # barge-in
 
     def _recognise_early(self) -> None:
@@ -145,3 +149,4 @@ class Conversation:
                     self.history.append({"role": "assistant", "content": reply})
                     self.session.hub.emit("transcript", role="avatar", text=reply, final=True,
                                           utterance_id=utterance_id)
+                self._recorded = (utterance_id, 2 if reply else 1)

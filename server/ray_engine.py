@@ -127,7 +127,8 @@ class RayWorker:
         return int(self.info.get("sessions", 0)) - int(self.info.get("held", 0)) + len(self.sessions)
 
     def describe(self) -> dict[str, Any]:
-        return {**self.info, "index": self.index, "name": self.name, "ready": self.ready, "sessions": self.load,
+        pinged = {k: v for k, v in self.info.items() if k != "held"}  # "sessions" below counts ours now
+        return {**pinged, "index": self.index, "name": self.name, "ready": self.ready, "sessions": self.load,
                 "ours": len(self.sessions), "bytes_received": self.bytes_received}
 
     def lost(self, why: str) -> None:

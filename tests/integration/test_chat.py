@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,7 +125,17 @@ def grid_words(clip: str, first: int, last: int) -> np.ndarray:
     return pcm[lo:hi].astype(np.int16)
 
 
-def answers_and_turns(events: list[dict]) -> tuple[list[dict], list[dict], list[str]]:
+async def answered(url: str, wav: Path) -> tuple[list[dict], list[dict], list[str]]:
+    """A chat session hearing `wav` until its answer starts: its answers (speak_started),
+    the turns' ends and what the user was heard to say."""
+    viewer = AvatarViewer(url, mode="chat", microphone=str(wav))
+    await viewer.connect()
+    events = await viewer.record_events()
+    try:
+        await viewer.wait_event("speak_started", 30)
+        await asyncio.sleep(1.0)
+    finally:
+        await viewer.close()
     pick = lambda kind: [e for e in events if e["type"] == kind]  # noqa: E731
     return pick("speak_started"), pick("user_speech_ended"), [e["text"].lower() for e in pick("transcript")
                                                              if e["role"] == "user"]
@@ -137,17 +148,9 @@ async def test_a_pause_in_the_middle_of_a_sentence_does_not_get_an_answer(chat_s
     clip = "bbil2n.mp4"
     wav = speech_wav("mid-sentence-pause.wav", silence(0.5), grid_words(clip, 1, 3), silence(0.8),
                      grid_words(clip, 4, 6), silence(3))
-    viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
-    await viewer.connect()
-    events = await viewer.record_events()
-    try:
-        await viewer.wait_event("speak_started", 30)
-        await asyncio.sleep(1.0)
-        answers, ends, asked = answers_and_turns(events)
-        assert len(ends) == 1 and len(answers) == 1 and answers[0]["t"] > ends[0]["t"], (ends, answers)
-        assert len(asked) == 1 and " in " in asked[0] and "now" in asked[0], f"the words on both sides: {asked}"
-    finally:
-        await viewer.close()
+    answers, ends, asked = await answered(chat_server.url, wav)
+    assert len(ends) == 1 and len(answers) == 1 and answers[0]["t"] > ends[0]["t"], (ends, answers)
+    assert len(asked) == 1 and " in " in asked[0] and "now" in asked[0], f"the words on both sides: {asked}"
 
 
 async def test_going_on_after_a_whole_sentence_before_the_answer_is_heard_gets_one_answer(chat_server, fake_llm):
@@ -157,18 +160,10 @@ async def test_going_on_after_a_whole_sentence_before_the_answer_is_heard_gets_o
     after the last word."""
     wav = speech_wav("went-on.wav", silence(0.5), grid_words("bbil2n.mp4", 1, 6), silence(0.4),
                      grid_words("bbil4p.mp4", 6, 6), silence(3))
-    viewer = AvatarViewer(chat_server.url, mode="chat", microphone=str(wav))
-    await viewer.connect()
-    events = await viewer.record_events()
-    try:
-        await viewer.wait_event("speak_started", 30)
-        await asyncio.sleep(1.0)
-        answers, ends, asked = answers_and_turns(events)
-        assert len(answers) == 1 and answers[0]["t"] > ends[-1]["t"], (ends, answers)
-        assert "now" in asked[-1] and "please" in asked[-1], f"the last question is all of it: {asked}"
-        question = fake_llm.requests[-1]["messages"]
-        assert "please" in question[-1]["content"].lower() and "now" in question[-1]["content"].lower(), question
-        assert not any("please" not in m["content"].lower() and m["role"] == "user" and "now" in
-                       m["content"].lower() for m in question[:-1]), "the taken-back turn stayed in the history"
-    finally:
-        await viewer.close()
+    answers, ends, asked = await answered(chat_server.url, wav)
+    assert len(answers) == 1 and answers[0]["t"] > ends[-1]["t"], (ends, answers)
+    assert "now" in asked[-1] and "please" in asked[-1], f"the last question is all of it: {asked}"
+    question = fake_llm.requests[-1]["messages"]
+    assert "please" in question[-1]["content"].lower() and "now" in question[-1]["content"].lower(), question
+    assert not any("please" not in m["content"].lower() and m["role"] == "user" and "now" in
+                   m["content"].lower() for m in question[:-1]), "the taken-back turn stayed in the history"

@@ -4,6 +4,7 @@ on loopback, inside the tests' private network namespace), a real server and rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -150,20 +151,27 @@ async def test_sessions_play_on_ray_actors_and_a_killed_actor_ends_only_its_sess
                 await viewer.close()
 
 
-@pytest.fixture
-def two_nodes():
-    """Ray's own test cluster: a head and a second node, one CPU each, both on 127.0.0.1."""
+@contextlib.contextmanager
+def ray_cluster(**second_node):
+    """Ray's own test cluster: a head and a second node (with `second_node`'s resources), one
+    CPU each, both on 127.0.0.1; the cluster and the second node."""
     from ray.cluster_utils import Cluster
 
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
-        second = cluster.add_node(**node)
+        second = cluster.add_node(**node, **second_node)
         cluster.wait_for_nodes()
         yield cluster, second
     finally:
         cluster.shutdown()
+
+
+@pytest.fixture
+def two_nodes():
+    with ray_cluster() as nodes:
+        yield nodes
 
 
 async def test_sessions_land_on_both_nodes_and_a_removed_node_ends_only_its_sessions(two_nodes):
@@ -239,19 +247,10 @@ async def test_front_ends_share_the_clusters_actors_and_a_dead_front_ends_sessio
 
 @pytest.fixture
 def gpu_node():
-    """Ray's test cluster: a CPU head and a second node that declares one GPU (Ray schedules
-    by declared resources, so placement on GPU nodes is tested without a GPU)."""
-    from ray.cluster_utils import Cluster
-
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    try:
-        gpu = cluster.add_node(**node, num_gpus=1)
-        cluster.wait_for_nodes()
-        yield cluster, gpu
-    finally:
-        cluster.shutdown()
+    """The second node declares one GPU (Ray schedules by declared resources, so placement on
+    GPU nodes is tested without a GPU)."""
+    with ray_cluster(num_gpus=1) as nodes:
+        yield nodes
 
 
 async def test_actors_of_one_gpu_each_go_to_the_gpu_nodes_and_leave_with_their_front_end(gpu_node):
