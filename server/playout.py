@@ -84,6 +84,7 @@ class Playout:
         self._audio: dict[int, np.ndarray] = {}
         self.encoded, self._on_gap = encoded, on_gap
         self._packets: dict[int, bytes] = {}  # tick -> its access unit, until the video track takes it
+        self.taps: list[Callable[[int, av.VideoFrame, np.ndarray], None]] = []  # each tick, as played (broadcast)
 
     def push(self, frame: AVFrame) -> None:
         self.queue.append(frame)
@@ -128,6 +129,8 @@ class Playout:
                 if self._tick < tick:
                     self.stats.skipped += 1
                 self._take(entry)
+            for tap in self.taps:
+                tap(self._tick, self._video, self._audio[self._tick])
             self._audio.pop(self._tick - 3, None)
             if self._packets.pop(self._tick - 3, None) is not None:  # the video track fell behind
                 self._on_gap()

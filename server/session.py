@@ -25,8 +25,10 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from engine.config import SAMPLE_RATE
 from speech.tts import TextToSpeech
 
+from .broadcast import Broadcast
 from .conversation import Conversation
 from .engine_client import EngineError, SessionEngine
+from .errors import ApiError
 from .events import EventHub
 from .media_pump import MediaPump
 from .monitor import SessionMonitor
@@ -73,6 +75,7 @@ class Session:
                  config: SessionConfig, client: str | None = None, hooks: SessionHooks = SessionHooks(),
                  chat: tuple[SpeechRecognizer, ChatLLM] | None = None):
         self.id, self.pc, self.mode, self.client, self.hooks = session_id, pc, config.mode, client, hooks
+        self.size = config.size
         self.hub = EventHub(session_id)
         self.engine = open_engine(lambda exc: self.fail(exc.code, str(exc)))
         self.closed = asyncio.Event()
@@ -91,6 +94,7 @@ class Session:
         self.audio = AvatarAudioTrack(self.playout)
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None
+        self.broadcast: Broadcast | None = None
         self.conversation = Conversation(self, *chat) if chat and config.mode == "chat" else None
 
     def start(self) -> None:
@@ -150,6 +154,24 @@ class Session:
         self.hub.emit("error", code=code, message=message)
         self.spawn(self.close())
 
+    def start_broadcast(self, url: str) -> None:
+        """Publish this session to an RTMP(S) ingest (server/broadcast.py) as it plays."""
+        if self.broadcast is not None:
+            raise ApiError(409, "broadcast_active", "this session is already broadcasting; DELETE it first")
+        if self.playout.encoded:
+            raise ApiError(409, "broadcast_unavailable", "broadcast needs the local engine for now "
+                           "(with AVATAR_ENGINE=ray the frames arrive encoded for the viewer)")
+        self.broadcast = Broadcast(url, self.size, self.hub.emit)
+        self.playout.taps.append(self.broadcast.tap)
+
+    async def stop_broadcast(self) -> bool:
+        broadcast, self.broadcast = self.broadcast, None
+        if broadcast is None:
+            return False
+        self.playout.taps.remove(broadcast.tap)
+        await broadcast.stop()
+        return True
+
     async def close(self) -> None:
         if self.closed.is_set():
             return
@@ -160,6 +182,7 @@ class Session:
         for task in list(self._tasks):
             if task is not asyncio.current_task():
                 task.cancel()
+        await self.stop_broadcast()
         self.engine.close()
         self.playout.drain()
         self.hub.close()

@@ -7,6 +7,7 @@ import asyncio
 from aiohttp import WSMsgType, web
 
 from ..audio_sources.agent_ws import INTERRUPTS, parse_rate, serve_agent_audio
+from ..broadcast import parse_target, public
 from ..conversation import NO_LLM
 from ..errors import ApiError, parse_json, read_body, read_json
 from ..events import event
@@ -45,6 +46,22 @@ async def speak(request: web.Request) -> web.Response:
 async def interrupt(request: web.Request) -> web.Response:
     session = _session(request)
     return web.json_response({"interrupted": session.utterances.interrupt()}, status=202)
+
+
+@routes.post("/v1/sessions/{id}/broadcast")
+async def start_broadcast(request: web.Request) -> web.Response:
+    session = _session(request)
+    body = await read_json(request)
+    url = parse_target(body.get("url") if isinstance(body, dict) else None)
+    session.start_broadcast(url)
+    return web.json_response({"broadcast": "starting", "target": public(url)}, status=202)
+
+
+@routes.delete("/v1/sessions/{id}/broadcast")
+async def stop_broadcast(request: web.Request) -> web.Response:
+    if not await _session(request).stop_broadcast():
+        raise ApiError(404, "no_broadcast", "this session is not broadcasting")
+    return web.Response(status=204)
 
 
 @routes.delete("/v1/sessions/{id}")

@@ -1,0 +1,145 @@
+"""Broadcast: a live session published to an RTMP(S) ingest while it plays.
+
+The Playout hands every tick, the picture the viewer sees and its 40 ms of sound, to a
+tap; the tap queues them (at most QUEUE_TICKS: a stalled ingest loses the oldest, never
+our memory) for a thread of this broadcast's own that encodes H.264 (a keyframe every
+2 s exactly, constant 25 fps, the codec parameters in the FLV header) and AAC, and
+writes FLV to the ingest. Both streams are stamped from the tick number: one media
+clock, as the WebRTC tracks have. An ingest that drops or cannot be reached is tried
+again with backoff; each try that fails is a `broadcast_error` event with its reason.
+Nothing here runs on the event loop but the tap, which only queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import av
+import numpy as np
+
+from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
+
+from .errors import ApiError
+
+log = logging.getLogger("server.broadcast")
+SCHEMES = ("rtmp", "rtmps")
+QUEUE_TICKS = 2 * FPS
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # then every 15 s until stopped
+VIDEO_BITRATE = 1_500_000
+OPEN_TIMEOUT_S = 5.0
+
+
+def parse_target(url: object) -> str:
+    """The ingest URL, or the API's 400 saying what is accepted."""
+    if not isinstance(url, str) or urlsplit(url).scheme not in SCHEMES or not urlsplit(url).hostname:
+        raise ApiError(400, "bad_url", "'url' must be an RTMP or RTMPS ingest, e.g. rtmp://host/app/stream-key")
+    return url
+
+
+def public(url: str) -> str:
+    """The ingest without its stream key (the last path part), fit for events and logs."""
+    parts = urlsplit(url)
+    app = parts.path.rsplit("/", 1)[0]
+    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{app}"
+
+
+@dataclass
+class Tick:
+    index: int
+    video: av.VideoFrame
+    pcm: np.ndarray
+
+
+class Broadcast:
+    """See the module docstring. `emit(type, **fields)` reports to the session's events."""
+
+    def __init__(self, url: str, size: int, emit: Callable[..., Any]):
+        self.url, self.size = url, size
+        self._loop = asyncio.get_running_loop()
+        self._emit = emit
+        self._ticks: queue.Queue[Tick] = queue.Queue(QUEUE_TICKS)
+        self._stop = threading.Event()
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="broadcast", daemon=True)
+        self._thread.start()
+
+    def tap(self, index: int, video: av.VideoFrame, pcm: np.ndarray) -> None:
+        """One tick as the viewer has it (called by the Playout, on the event loop)."""
+        if self._ticks.full():
+            try:
+                self._ticks.get_nowait()
+                self.dropped += 1
+            except queue.Empty:
+                pass
+        self._ticks.put_nowait(Tick(index, video, pcm))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join, 10)
+
+    def _report(self, kind: str, **fields: Any) -> None:
+        self._loop.call_soon_threadsafe(lambda: self._emit(kind, target=public(self.url), **fields))
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                self._publish()
+                break
+            except (av.FFmpegError, OSError) as exc:
+                wait = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+                failures += 1
+                log.warning("broadcast to %s failed: %s; trying again in %.0f s", public(self.url), exc, wait)
+                self._report("broadcast_error", reason=str(exc), retry_in_s=wait)
+                self._stop.wait(wait)
+        self._report("broadcast_stopped")
+
+    def _publish(self) -> None:
+        out = av.open(self.url, "w", format="flv", timeout=OPEN_TIMEOUT_S)
+        try:
+            video, audio = self._streams(out)
+            self._report("broadcast_started")
+            first: int | None = None
+            while not self._stop.is_set():
+                try:
+                    tick = self._ticks.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                first = tick.index if first is None else first
+                self._write(out, video, audio, tick, tick.index - first)
+            for stream in (video, audio):
+                for packet in stream.encode(None):
+                    out.mux(packet)
+        finally:
+            out.close()
+
+    def _streams(self, out: Any) -> tuple[Any, Any]:
+        video = out.add_stream("libx264", rate=FPS)
+        video.width = video.height = self.size
+        video.pix_fmt, video.bit_rate = "yuv420p", VIDEO_BITRATE
+        # a keyframe every 2 s and never between (scenecut off): what ingests ask for
+        video.options = {"preset": "veryfast", "tune": "zerolatency", "g": str(2 * FPS),
+                         "keyint_min": str(2 * FPS), "sc_threshold": "0", "bf": "0"}
+        audio = out.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+        audio.bit_rate = 96_000
+        return video, audio
+
+    def _write(self, out: Any, video: Any, audio: Any, tick: Tick, n: int) -> None:
+        # a copy of our own: the video track stamps its own pts on the shared frame
+        picture = av.VideoFrame.from_ndarray(tick.video.to_ndarray(), format="yuv420p")
+        picture.pts, picture.time_base = n, fractions.Fraction(1, FPS)
+        for packet in video.encode(picture):
+            out.mux(packet)
+        sound = av.AudioFrame.from_ndarray(tick.pcm.reshape(1, -1), format="s16", layout="mono")
+        sound.sample_rate, sound.pts = SAMPLE_RATE, n * SAMPLES_PER_FRAME
+        sound.time_base = fractions.Fraction(1, SAMPLE_RATE)
+        for packet in audio.encode(sound):
+            out.mux(packet)
