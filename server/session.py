@@ -36,6 +36,7 @@ from .playout import Playout
 from .speech import SpeechQueue
 from .tracks import AvatarAudioTrack, AvatarVideoTrack
 from .utterances import MIRROR, Utterances
+from .viewers import MAX_VIEWERS, SharedEncoder, Viewer
 
 if TYPE_CHECKING:
     from .audio_sources.asr import SpeechRecognizer
@@ -95,6 +96,9 @@ class Session:
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None
         self.broadcast: Broadcast | None = None
+        self.viewers: dict[str, Viewer] = {}  # added receive-only viewers, sharing one encode
+        self._shared: SharedEncoder | None = None
+        self._video_bitrate = config.video_bitrate
         self.conversation = Conversation(self, *chat) if chat and config.mode == "chat" else None
 
     def start(self) -> None:
@@ -164,6 +168,32 @@ class Session:
         self.broadcast = Broadcast(url, self.size, self.hub.emit)
         self.playout.taps.append(self.broadcast.tap)
 
+    def new_viewer(self, pc: RTCPeerConnection) -> Viewer:
+        """A receive-only viewer of this session (server/viewers.py); the caller answers its offer."""
+        if len(self.viewers) >= MAX_VIEWERS:
+            raise ApiError(429, "too_many_viewers", f"this session has its {MAX_VIEWERS} viewers already")
+        if self.playout.encoded:
+            raise ApiError(409, "viewers_unavailable", "added viewers need the local engine for now "
+                           "(with AVATAR_ENGINE=ray the frames arrive encoded for the first viewer)")
+        if self._shared is None:
+            self._shared = SharedEncoder(self.playout, self._video_bitrate)
+        viewer = Viewer(pc, self.playout, self._shared)
+        self.viewers[viewer.id] = viewer
+        self._shared.want_keyframe()  # its decoder starts here
+
+        def gone() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                asyncio.ensure_future(self.drop_viewer(viewer.id))
+
+        pc.on("connectionstatechange", gone)
+        return viewer
+
+    async def drop_viewer(self, viewer_id: str) -> bool:
+        viewer = self.viewers.pop(viewer_id, None)
+        if viewer is not None:
+            await viewer.close()
+        return viewer is not None
+
     async def stop_broadcast(self) -> bool:
         broadcast, self.broadcast = self.broadcast, None
         if broadcast is None:
@@ -183,6 +213,9 @@ class Session:
             if task is not asyncio.current_task():
                 task.cancel()
         await self.stop_broadcast()
+        await asyncio.gather(*(self.drop_viewer(v) for v in list(self.viewers)))
+        if self._shared:
+            self._shared.close()
         self.engine.close()
         self.playout.drain()
         self.hub.close()

@@ -13,7 +13,7 @@ from ..errors import ApiError, parse_json, read_body, read_json
 from ..events import event
 from ..server import MODES, SERVER
 from ..session import Session
-from ..signaling import MAX_SDP, validate_offer
+from ..signaling import MAX_SDP, answer, peer_connection, validate_offer
 
 MAX_TEXT = 5000
 routes = web.RouteTableDef()
@@ -64,6 +64,33 @@ async def stop_broadcast(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+@routes.post("/v1/sessions/{id}/viewers")
+async def add_viewer(request: web.Request) -> web.Response:
+    """WHEP for one more viewer of an existing session: an SDP offer in, the answer out."""
+    server, session = request.app[SERVER], _session(request)
+    sdp = await _sdp_offer(request)
+    pc = peer_connection(server.config)
+    try:
+        viewer = session.new_viewer(pc)
+    except ApiError:
+        await pc.close()
+        raise
+    try:
+        local = await answer(pc, sdp, viewer.video, viewer.audio, hear=False)
+    except BaseException:
+        await session.drop_viewer(viewer.id)
+        raise
+    return web.Response(status=201, text=local.sdp, content_type="application/sdp",
+                        headers={"Location": f"/v1/sessions/{session.id}/viewers/{viewer.id}"})
+
+
+@routes.delete("/v1/sessions/{id}/viewers/{viewer}")
+async def remove_viewer(request: web.Request) -> web.Response:
+    if not await _session(request).drop_viewer(request.match_info["viewer"]):
+        raise ApiError(404, "unknown_viewer", "no such viewer of this session")
+    return web.Response(status=204)
+
+
 @routes.delete("/v1/sessions/{id}")
 async def delete_session(request: web.Request) -> web.Response:
     session = _session(request)
@@ -103,10 +130,7 @@ async def agent_audio(request: web.Request) -> web.WebSocketResponse:
 async def whep_create(request: web.Request) -> web.Response:
     """WHEP (RFC 9725): an SDP offer in, the answer out, and a resource to DELETE."""
     server = request.app[SERVER]
-    if request.content_type != "application/sdp":
-        raise ApiError(415, "bad_content_type", "WHEP offers are sent as application/sdp")
-    raw = await read_body(request, MAX_SDP, code="bad_sdp")
-    sdp = validate_offer({"sdp": raw.decode(errors="replace"), "type": "offer"})
+    sdp = await _sdp_offer(request)
     session, local = await server.open_session(sdp, "tts", "default", request.remote)
     return web.Response(status=201, text=local.sdp, content_type="application/sdp",
                         headers={"Location": f"/whep/{session.id}"})
@@ -116,6 +140,13 @@ async def whep_create(request: web.Request) -> web.Response:
 async def whep_delete(request: web.Request) -> web.Response:
     await _session(request).close()
     return web.Response(status=200)
+
+
+async def _sdp_offer(request: web.Request) -> str:
+    if request.content_type != "application/sdp":
+        raise ApiError(415, "bad_content_type", "WHEP offers are sent as application/sdp")
+    raw = await read_body(request, MAX_SDP, code="bad_sdp")
+    return validate_offer({"sdp": raw.decode(errors="replace"), "type": "offer"})
 
 
 async def _client_message(session: Session, ws: web.WebSocketResponse, data: str) -> None:

@@ -1,0 +1,71 @@
+"""A receive-only WHEP player (aiortc): POST an SDP offer, play what comes, DELETE to leave."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import numpy as np
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+
+class WhepViewer:
+    def __init__(self, base_url: str, path: str):
+        self.base_url, self.path = base_url.rstrip("/"), path
+        self.pc = RTCPeerConnection()
+        self.frames = 0
+        self.audio_frames = 0
+        self.last: np.ndarray | None = None  # the latest picture, RGB
+        self.location = ""
+        self._tasks: list[asyncio.Task] = []
+
+    async def connect(self) -> None:
+        self.pc.addTransceiver("video", direction="recvonly")
+        self.pc.addTransceiver("audio", direction="recvonly")
+        self.pc.on("track", lambda track: self._tasks.append(asyncio.ensure_future(self._play(track))))
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        async with aiohttp.ClientSession() as http:
+            async with http.post(self.base_url + self.path, data=self.pc.localDescription.sdp,
+                                 headers={"Content-Type": "application/sdp"}) as res:
+                if res.status != 201:
+                    raise RuntimeError(f"{res.status}: {await res.text()}")
+                self.location, answer = res.headers["Location"], await res.text()
+        await self.pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
+
+    async def _play(self, track) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                if track.kind == "video":
+                    self.frames += 1
+                    if self.frames % 5 == 0:
+                        self.last = frame.to_ndarray(format="rgb24")
+                else:
+                    self.audio_frames += 1
+        except MediaStreamError:
+            pass
+
+    async def fps(self, seconds: float) -> float:
+        before = self.frames
+        await asyncio.sleep(seconds)
+        return (self.frames - before) / seconds
+
+    async def wait_frames(self, count: int, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while self.frames < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"received {self.frames} of {count} frames")
+            await asyncio.sleep(0.05)
+
+    async def close(self, leave: bool = True) -> int | None:
+        status = None
+        if leave and self.location:
+            async with aiohttp.ClientSession() as http:
+                async with http.delete(self.base_url + self.location) as res:
+                    status = res.status
+        for task in self._tasks:
+            task.cancel()
+        await self.pc.close()
+        return status
