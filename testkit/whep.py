@@ -12,8 +12,9 @@ from aiortc.mediastreams import MediaStreamError
 
 
 class WhepViewer:
-    def __init__(self, base_url: str, path: str):
-        self.base_url, self.path = base_url.rstrip("/"), path
+    def __init__(self, base_url: str, path: str, pictures: bool = True):
+        """`pictures`: keep every fifth picture as RGB (a benchmark's many players need not)."""
+        self.base_url, self.path, self.pictures = base_url.rstrip("/"), path, pictures
         self.pc = RTCPeerConnection()
         self.frames = 0
         self.audio_frames = 0
@@ -40,7 +41,7 @@ class WhepViewer:
                 frame = await track.recv()
                 if track.kind == "video":
                     self.frames += 1
-                    if self.frames % 5 == 0:
+                    if self.pictures and self.frames % 5 == 0:
                         self.last = frame.to_ndarray(format="rgb24")
                 else:
                     self.audio_frames += 1
