@@ -28,9 +28,10 @@ import numpy as np
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
 
 from .errors import ApiError
+from .playout import Playout
 
 log = logging.getLogger("server.broadcast")
-SCHEMES = ("rtmp", "rtmps")
+SCHEMES = ("rtmp", "rtmps", "https", "http")  # http(s): a WHIP ingest (server/whip.py)
 QUEUE_TICKS = 2 * FPS
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # then every 15 s until stopped
 VIDEO_BITRATE = 1_500_000
@@ -40,14 +41,15 @@ OPEN_TIMEOUT_S = 5.0
 def parse_target(url: object) -> str:
     """The ingest URL, or the API's 400 saying what is accepted."""
     if not isinstance(url, str) or urlsplit(url).scheme not in SCHEMES or not urlsplit(url).hostname:
-        raise ApiError(400, "bad_url", "'url' must be an RTMP or RTMPS ingest, e.g. rtmp://host/app/stream-key")
+        raise ApiError(400, "bad_url", "'url' must be an RTMP(S) ingest (rtmp://host/app/stream-key) or a "
+                       "WHIP endpoint (https://host/whip)")
     return url
 
 
 def public(url: str) -> str:
-    """The ingest without its stream key (the last path part), fit for events and logs."""
+    """The ingest without its stream key (an RTMP URL's last path part) or query, fit for events and logs."""
     parts = urlsplit(url)
-    app = parts.path.rsplit("/", 1)[0]
+    app = parts.path.rsplit("/", 1)[0] if parts.scheme.startswith("rtmp") else parts.path
     return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{app}"
 
 
@@ -61,8 +63,8 @@ class Tick:
 class Broadcast:
     """See the module docstring. `emit(type, **fields)` reports to the session's events."""
 
-    def __init__(self, url: str, size: int, emit: Callable[..., Any]):
-        self.url, self.size = url, size
+    def __init__(self, url: str, playout: Playout, emit: Callable[..., Any]):
+        self.url, self.size, self.playout = url, playout.size, playout
         self._loop = asyncio.get_running_loop()
         self._emit = emit
         self._ticks: queue.Queue[Tick] = queue.Queue(QUEUE_TICKS)
@@ -70,6 +72,7 @@ class Broadcast:
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="broadcast", daemon=True)
         self._thread.start()
+        playout.taps.append(self.tap)
 
     def tap(self, index: int, video: av.VideoFrame, pcm: np.ndarray) -> None:
         """One tick as the viewer has it (called by the Playout, on the event loop)."""
@@ -82,6 +85,7 @@ class Broadcast:
         self._ticks.put_nowait(Tick(index, video, pcm))
 
     async def stop(self) -> None:
+        self.playout.taps.remove(self.tap)
         self._stop.set()
         await asyncio.to_thread(self._thread.join, 10)
 

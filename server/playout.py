@@ -73,6 +73,7 @@ class Playout:
         """`frame_of(slot)`: a raw I420 frame, or with `encoded` an H.264 access unit; an
         encoded frame that is never sent calls `on_gap` (the next one must be a keyframe)."""
         self.clock = MediaClock()
+        self.size = size
         self.queue: deque[AVFrame] = deque()
         self.consumed = asyncio.Event()
         self.ready = asyncio.Event()  # set by the first rendered frame: the clock starts there

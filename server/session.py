@@ -37,6 +37,7 @@ from .speech import SpeechQueue
 from .tracks import AvatarAudioTrack, AvatarVideoTrack
 from .utterances import MIRROR, Utterances
 from .viewers import MAX_VIEWERS, SharedEncoder, Viewer
+from .whip import WhipBroadcast
 
 if TYPE_CHECKING:
     from .audio_sources.asr import SpeechRecognizer
@@ -95,7 +96,7 @@ class Session:
         self.audio = AvatarAudioTrack(self.playout)
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None
-        self.broadcast: Broadcast | None = None
+        self.broadcast: Broadcast | WhipBroadcast | None = None
         self.viewers: dict[str, Viewer] = {}  # added receive-only viewers, sharing one encode
         self._shared: SharedEncoder | None = None
         self._video_bitrate = config.video_bitrate
@@ -159,14 +160,22 @@ class Session:
         self.spawn(self.close())
 
     def start_broadcast(self, url: str) -> None:
-        """Publish this session to an RTMP(S) ingest (server/broadcast.py) as it plays."""
+        """Publish this session as it plays: RTMP(S) (server/broadcast.py) or WHIP (server/whip.py)."""
         if self.broadcast is not None:
             raise ApiError(409, "broadcast_active", "this session is already broadcasting; DELETE it first")
         if self.playout.encoded:
             raise ApiError(409, "broadcast_unavailable", "broadcast needs the local engine for now "
                            "(with AVATAR_ENGINE=ray the frames arrive encoded for the viewer)")
-        self.broadcast = Broadcast(url, self.size, self.hub.emit)
-        self.playout.taps.append(self.broadcast.tap)
+        if url.startswith("rtmp"):
+            self.broadcast = Broadcast(url, self.playout, self.hub.emit)
+        else:
+            self.broadcast = WhipBroadcast(url, self.playout, self.shared_encoder(), self.hub.emit)
+
+    def shared_encoder(self) -> SharedEncoder:
+        """The one H.264 encode of this session's added viewers and WHIP publisher."""
+        if self._shared is None:
+            self._shared = SharedEncoder(self.playout, self._video_bitrate)
+        return self._shared
 
     def new_viewer(self, pc: RTCPeerConnection) -> Viewer:
         """A receive-only viewer of this session (server/viewers.py); the caller answers its offer."""
@@ -175,11 +184,9 @@ class Session:
         if self.playout.encoded:
             raise ApiError(409, "viewers_unavailable", "added viewers need the local engine for now "
                            "(with AVATAR_ENGINE=ray the frames arrive encoded for the first viewer)")
-        if self._shared is None:
-            self._shared = SharedEncoder(self.playout, self._video_bitrate)
-        viewer = Viewer(pc, self.playout, self._shared)
+        viewer = Viewer(pc, self.playout, self.shared_encoder())
         self.viewers[viewer.id] = viewer
-        self._shared.want_keyframe()  # its decoder starts here
+        self.shared_encoder().want_keyframe()  # its decoder starts here
 
         def gone() -> None:
             if pc.connectionState in ("failed", "closed"):
@@ -198,7 +205,6 @@ class Session:
         broadcast, self.broadcast = self.broadcast, None
         if broadcast is None:
             return False
-        self.playout.taps.remove(broadcast.tap)
         await broadcast.stop()
         return True
 

@@ -50,7 +50,7 @@ def peer_connection(config: ServerConfig) -> RTCPeerConnection:
     return RTCPeerConnection(RTCConfiguration(iceServers=servers))
 
 
-def _prefer_h264(transceiver: RTCRtpTransceiver) -> None:
+def prefer_h264(transceiver: RTCRtpTransceiver) -> None:
     codecs = RTCRtpSender.getCapabilities("video").codecs
     h264 = [c for c in codecs if c.mimeType.lower() == "video/h264"]
     rest = [c for c in codecs if c.mimeType.lower() != "video/h264"]
@@ -71,7 +71,7 @@ async def answer(pc: RTCPeerConnection, sdp: str, video: AvatarVideoTrack, audio
     video_tx = pc.addTransceiver(video, direction="sendonly")
     limit_resends(video_tx.sender, video.bitrate)
     relay_keyframe_requests(video_tx.sender, video.keyframe_wanted)
-    _prefer_h264(video_tx)
+    prefer_h264(video_tx)
     if "m=audio" in sdp:
         pc.addTransceiver(audio, direction="sendrecv" if hear else "sendonly")
     try:

@@ -104,7 +104,8 @@ async def test_an_ingest_that_restarts_is_published_to_again_and_a_broadcast_sto
     try:
         await viewer.wait_frames(25)
         async with aiohttp.ClientSession() as http:
-            assert (await broadcast(http, server.url, viewer.session_id, "http://example.com/x"))[0] == 400
+            for bad in ("ftp://example.com/x", "rtmp:///live/key", 42):
+                assert (await broadcast(http, server.url, viewer.session_id, bad))[0] == 400, bad
             assert (await broadcast(http, server.url, viewer.session_id, ingest.url()))[0] == 202
             first = await viewer.wait_event("broadcast_started", 10)
             ingest.stop()
@@ -121,3 +122,100 @@ async def test_an_ingest_that_restarts_is_published_to_again_and_a_broadcast_sto
     finally:
         ingest.stop()
         await viewer.close()
+
+
+class WhipIngest:
+    """A small WHIP endpoint (aiohttp + aiortc): takes one publisher, plays what it sends."""
+
+    def __init__(self) -> None:
+        self.refuse = True  # the first offers get 503, as an ingest that is not up yet
+        self.video_frames = self.audio_frames = 0
+        self.last = None
+        self.codecs: list[str] = []
+        self.deleted = asyncio.Event()
+        self.pcs: list = []
+
+    async def start(self) -> str:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post("/whip", self._offer)
+        app.router.add_delete("/whip/{id}", self._delete)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/whip"
+
+    async def _offer(self, request):
+        from aiohttp import web
+        from aiortc import RTCPeerConnection, RTCSessionDescription
+
+        if self.refuse:
+            return web.Response(status=503, text="not ready")
+        pc = RTCPeerConnection()
+        self.pcs.append(pc)
+        pc.on("track", lambda track: asyncio.ensure_future(self._play(track)))
+        await pc.setRemoteDescription(RTCSessionDescription(await request.text(), "offer"))
+        await pc.setLocalDescription(await pc.createAnswer())
+        self.codecs = [line for line in pc.localDescription.sdp.splitlines() if line.startswith("a=rtpmap")]
+        return web.Response(status=201, text=pc.localDescription.sdp, content_type="application/sdp",
+                            headers={"Location": f"/whip/{len(self.pcs)}"})
+
+    async def _delete(self, request):
+        from aiohttp import web
+
+        self.deleted.set()
+        await self.pcs[int(request.match_info["id"]) - 1].close()
+        return web.Response(status=200)
+
+    async def _play(self, track) -> None:
+        from aiortc.mediastreams import MediaStreamError
+
+        try:
+            while True:
+                frame = await track.recv()
+                if track.kind == "video":
+                    self.video_frames += 1
+                    self.last = frame.to_ndarray(format="rgb24")
+                else:
+                    self.audio_frames += 1
+        except MediaStreamError:
+            pass
+
+    async def stop(self) -> None:
+        for pc in self.pcs:
+            await pc.close()
+        await self.runner.cleanup()
+
+
+async def test_a_session_is_published_to_a_whip_ingest_with_h264_and_opus(server):
+    from engine.families.video.tracking import track_landmarks
+
+    ingest = WhipIngest()
+    url = await ingest.start()
+    viewer = AvatarViewer(server.url)
+    await viewer.connect()
+    await viewer.record_events()
+    try:
+        await viewer.wait_frames(25)
+        async with aiohttp.ClientSession() as http:
+            assert (await broadcast(http, server.url, viewer.session_id, url))[0] == 202
+            error = await viewer.wait_event("broadcast_error", 10)
+            assert "503" in error["reason"], error
+            ingest.refuse = False
+            await viewer.wait_event("broadcast_started", 15, after=error["t"])
+            await asyncio.sleep(2.0)
+            before, audio_before = ingest.video_frames, ingest.audio_frames
+            await asyncio.sleep(3.0)
+            fps, audio_per_s = (ingest.video_frames - before) / 3, (ingest.audio_frames - audio_before) / 3
+            assert fps >= 23 and audio_per_s >= 40, (fps, audio_per_s)  # 25 pictures, 50 Opus frames a second
+            assert any("H264" in c for c in ingest.codecs) and any("opus" in c for c in ingest.codecs), ingest.codecs
+            assert np.isfinite(track_landmarks([ingest.last])[0, 0, 0]), "no face in what the ingest got"
+            async with http.delete(f"{server.url}/v1/sessions/{viewer.session_id}/broadcast") as res:
+                assert res.status == 204
+            await asyncio.wait_for(ingest.deleted.wait(), 5)  # the publisher ended its WHIP resource
+            await viewer.wait_event("broadcast_stopped", 5)
+    finally:
+        await viewer.close()
+        await ingest.stop()
