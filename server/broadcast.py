@@ -26,6 +26,7 @@ import av
 import numpy as np
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from engine.runtime.h264 import add_live_streams
 
 from .errors import ApiError
 from .playout import Playout
@@ -34,7 +35,6 @@ log = logging.getLogger("server.broadcast")
 SCHEMES = ("rtmp", "rtmps", "https", "http")  # http(s): a WHIP ingest (server/whip.py)
 QUEUE_TICKS = 2 * FPS
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # then every 15 s until stopped
-VIDEO_BITRATE = 1_500_000
 OPEN_TIMEOUT_S = 5.0
 
 
@@ -109,7 +109,7 @@ class Broadcast:
     def _publish(self) -> None:
         out = av.open(self.url, "w", format="flv", timeout=OPEN_TIMEOUT_S)
         try:
-            video, audio = self._streams(out)
+            video, audio = add_live_streams(out, self.size)
             self._report("broadcast_started")
             first: int | None = None
             while not self._stop.is_set():
@@ -124,17 +124,6 @@ class Broadcast:
                     out.mux(packet)
         finally:
             out.close()
-
-    def _streams(self, out: Any) -> tuple[Any, Any]:
-        video = out.add_stream("libx264", rate=FPS)
-        video.width = video.height = self.size
-        video.pix_fmt, video.bit_rate = "yuv420p", VIDEO_BITRATE
-        # a keyframe every 2 s and never between (scenecut off): what ingests ask for
-        video.options = {"preset": "veryfast", "tune": "zerolatency", "g": str(2 * FPS),
-                         "keyint_min": str(2 * FPS), "sc_threshold": "0", "bf": "0"}
-        audio = out.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
-        audio.bit_rate = 96_000
-        return video, audio
 
     def _write(self, out: Any, video: Any, audio: Any, tick: Tick, n: int) -> None:
         # a copy of our own: the video track stamps its own pts on the shared frame

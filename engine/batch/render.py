@@ -28,6 +28,7 @@ import numpy as np
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, EngineConfig
 from engine.core.stage import FrameChunk
+from engine.runtime.h264 import add_live_streams
 
 MOTION_CHUNK = 2  # the motion stage's chunk: every piece must hold whole ones
 CHUNK_FRAMES = 10
@@ -103,6 +104,9 @@ class Mp4Writer:
         self.samples = 0
 
     def write(self, chunk: FrameChunk, pcm: np.ndarray) -> None:
+        self._write(chunk, pcm)
+
+    def _write(self, chunk: FrameChunk, pcm: np.ndarray) -> None:
         for i, frame in enumerate(chunk.frames):
             vf = av.VideoFrame.from_ndarray(frame, format="yuv420p")
             vf.pts, vf.time_base = chunk.first_frame + i, fractions.Fraction(1, FPS)
@@ -121,22 +125,48 @@ class Mp4Writer:
         self.container.close()
 
 
-def render(blocks: Iterator[np.ndarray], duration: float, avatar: Path, out: Path,
-           progress: Callable[[float, float], None] | None = None, seed: int = 0, workers: int = 2) -> int:
-    """Render the whole stream into `out`; returns the number of frames written."""
-    from engine.batch.runner import batch_frames
+class LiveWriter(Mp4Writer):
+    """The same streams, live to an RTMP(S) ingest as FLV, at real-time pace: a chunk goes
+    when its media time comes (a player sees the render as it would a live session)."""
 
+    def __init__(self, url: str, size: int):
+        try:
+            self.container = av.open(url, "w", format="flv", timeout=5.0)
+        except (av.FFmpegError, OSError) as exc:
+            raise RenderError(f"cannot publish to {url.rsplit('/', 1)[0]}: {exc}") from None
+        self.video, self.audio = add_live_streams(self.container, size)
+        self.samples = 0
+        self.started: float | None = None
+
+    def write(self, chunk: FrameChunk, pcm: np.ndarray) -> None:
+        self.started = self.started or time.monotonic()
+        time.sleep(max(0.0, self.started + chunk.first_frame / FPS - time.monotonic()))
+        try:
+            self._write(chunk, pcm)
+        except (av.FFmpegError, OSError) as exc:
+            raise RenderError(f"the ingest dropped the stream: {exc}") from None
+
+
+def is_live(out: str | Path) -> bool:
+    return str(out).startswith(("rtmp://", "rtmps://"))
+
+
+def render(blocks: Iterator[np.ndarray], duration: float, avatar: Path, out: Path | str,
+           progress: Callable[[float, float], None] | None = None, seed: int = 0, workers: int = 2) -> int:
+    """Render the whole stream into `out` (a file, or an RTMP(S) ingest, live); returns the
+    number of frames written."""
+    size = EngineConfig().size
+    if is_live(out):
+        live = LiveWriter(str(out), size)
+        try:
+            return _fill(live, blocks, duration, avatar, progress, seed, workers)
+        finally:
+            live.container.close()
+    out = Path(out)
     partial = out.with_name(out.name + ".part")  # the output appears only when complete
-    writer = Mp4Writer(partial, EngineConfig().size)
-    frames = 0
-    pieces = chunks(blocks, CHUNK_FRAMES * SAMPLES_PER_FRAME, MOTION_CHUNK * SAMPLES_PER_FRAME)
+    writer = Mp4Writer(partial, size)
     try:
-        for chunk, pcm in batch_frames(pieces, avatar, seed, workers=workers):
-            writer.write(chunk, pcm)
-            frames += len(chunk.frames)
-            if progress:
-                progress(frames / FPS, duration)
-        writer.close()
+        frames = _fill(writer, blocks, duration, avatar, progress, seed, workers)
     except BaseException:
         writer.container.close()
         partial.unlink(missing_ok=True)
@@ -145,6 +175,21 @@ def render(blocks: Iterator[np.ndarray], duration: float, avatar: Path, out: Pat
         partial.unlink(missing_ok=True)
         raise RenderError("the input holds no audio")
     partial.replace(out)
+    return frames
+
+
+def _fill(writer: Mp4Writer, blocks: Iterator[np.ndarray], duration: float, avatar: Path,
+          progress: Callable[[float, float], None] | None, seed: int, workers: int) -> int:
+    from engine.batch.runner import batch_frames
+
+    frames = 0
+    pieces = chunks(blocks, CHUNK_FRAMES * SAMPLES_PER_FRAME, MOTION_CHUNK * SAMPLES_PER_FRAME)
+    for chunk, pcm in batch_frames(pieces, avatar, seed, workers=workers):
+        writer.write(chunk, pcm)
+        frames += len(chunk.frames)
+        if progress:
+            progress(frames / FPS, duration)
+    writer.close()
     return frames
 
 
@@ -194,7 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument("--text", help="text to speak with the bundled voice")
     parser.add_argument("--avatar", type=Path, help="portrait photo, or a clip (MP4/MOV/WebM) of the person "
                         "talking for a video avatar (default: the bundled avatar)")
-    parser.add_argument("--out", type=Path, required=True, help="output .mp4")
+    parser.add_argument("--out", required=True, help="output .mp4, or an RTMP(S) ingest (rtmp://host/app/key) "
+                        "to stream the render live, at real-time pace")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="decode processes (default: up to 2; 0 decodes in this process)")
     args = parser.parse_args(argv)
@@ -202,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
         blocks, duration = audio_stream(args.audio) if args.audio else _text_audio(args.text)
         avatar = _avatar(args.avatar)
         started = time.monotonic()
-        frames = render(blocks, duration, avatar, args.out, Progress(), workers=args.workers)
+        out = args.out if is_live(args.out) else Path(args.out)
+        frames = render(blocks, duration, avatar, out, Progress(), workers=args.workers)
     except RenderError as exc:
         sys.stderr.write(f"\navatar-render: {exc}\n")
         raise SystemExit(2) from None

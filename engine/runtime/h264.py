@@ -45,3 +45,20 @@ class FrameEncoder:
         frame.pts, self._pts = self._pts, self._pts + 1
         frame.pict_type = av.video.frame.PictureType.I if keyframe else av.video.frame.PictureType.NONE
         return b"".join(bytes(p) for p in self.codec.encode(frame))
+
+
+LIVE_BITRATE = 1_500_000
+
+
+def add_live_streams(container: av.container.OutputContainer, size: int) -> tuple[av.VideoStream, av.AudioStream]:
+    """H.264 and AAC as a live ingest (RTMP) wants them: a keyframe every 2 s exactly (no
+    scene-cut ones), constant 25 fps, no B-frames; the muxer puts the codec parameters in
+    the stream header. Used by a session's broadcast and by `avatar-render --out rtmp://`."""
+    video = container.add_stream("libx264", rate=FPS)
+    video.width = video.height = size
+    video.pix_fmt, video.bit_rate = "yuv420p", LIVE_BITRATE
+    video.options = {"preset": "veryfast", "tune": "zerolatency", "g": str(2 * FPS), "keyint_min": str(2 * FPS),
+                     "sc_threshold": "0", "bf": "0"}
+    audio = container.add_stream("aac", rate=48_000, layout="mono")
+    audio.bit_rate = 96_000
+    return video, audio
