@@ -27,6 +27,7 @@ class Played:
     """What a player read from the ingest: codecs, video frames and audio, with their times."""
 
     codecs: tuple[str, str] = ("", "")
+    header: bool = False  # the H.264 parameter sets came in the stream header (FLV's sequence header)
     video: list[tuple[float, bool, int]] = field(default_factory=list)  # (pts s, keyframe, mouth's dark pixels)
     audio: list[tuple[float, np.ndarray]] = field(default_factory=list)  # (pts s, mono samples at int16 scale)
 
@@ -37,6 +38,7 @@ def play(url: str, seconds: float, played: Played, ready: threading.Event, wait_
     with av.open(url, timeout=(wait_s, 3)) as c:
         video, audio = c.streams.video[0], c.streams.audio[0]
         played.codecs = (video.codec_context.name, audio.codec_context.name)
+        played.header = bool(video.codec_context.extradata)
         try:
             _read(c, video, audio, time.monotonic() + seconds, played)
         except av.error.ExitError:  # nothing for 3 s: the publisher has gone (nginx keeps players open)
@@ -88,7 +90,7 @@ async def test_a_speaking_session_is_published_to_rtmp_and_plays_back(server):
         finally:
             player.cancel()
             await viewer.close()
-    assert played.codecs == ("h264", "aac"), played.codecs
+    assert played.codecs == ("h264", "aac") and played.header, played.codecs
     times = np.array([t for t, _, _ in played.video])
     assert len(times) >= 8 * 25 and np.allclose(np.diff(times), 0.04, atol=0.002), "not a constant 25 fps"
     keys = [i for i, (_, key, _) in enumerate(played.video) if key]
