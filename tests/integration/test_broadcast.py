@@ -63,6 +63,15 @@ async def broadcast(http: aiohttp.ClientSession, url: str, session_id: str, targ
         return res.status, await res.json()
 
 
+async def playing(url: str) -> AvatarViewer:
+    """A session with its viewer playing and recording its events."""
+    viewer = AvatarViewer(url)
+    await viewer.connect()
+    await viewer.record_events()
+    await viewer.wait_frames(25)
+    return viewer
+
+
 def loudness(played: Played, t: float) -> float:
     """RMS of the audio within the 40 ms from `t`."""
     pcm = [p for at, p in played.audio if t - 0.03 <= at < t + 0.04]
@@ -107,11 +116,8 @@ async def test_a_speaking_session_is_published_to_rtmp_and_plays_back(server):
 async def test_an_ingest_that_restarts_is_published_to_again_and_a_broadcast_stops(server):
     ingest = NginxRtmp()
     ingest.start()
-    viewer = AvatarViewer(server.url)
-    await viewer.connect()
-    await viewer.record_events()
+    viewer = await playing(server.url)
     try:
-        await viewer.wait_frames(25)
         async with aiohttp.ClientSession() as http:
             for bad in ("ftp://example.com/x", "rtmp:///live/key", 42):
                 assert (await broadcast(http, server.url, viewer.session_id, bad))[0] == 400, bad
@@ -203,11 +209,8 @@ async def test_a_session_is_published_to_a_whip_ingest_with_h264_and_opus(server
 
     ingest = WhipIngest()
     url = await ingest.start()
-    viewer = AvatarViewer(server.url)
-    await viewer.connect()
-    await viewer.record_events()
+    viewer = await playing(server.url)
     try:
-        await viewer.wait_frames(25)
         async with aiohttp.ClientSession() as http:
             assert (await broadcast(http, server.url, viewer.session_id, url))[0] == 202
             error = await viewer.wait_event("broadcast_error", 10)
