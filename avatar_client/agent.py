@@ -17,6 +17,15 @@ from collections.abc import AsyncIterator
 import aiohttp
 import numpy as np
 
+IDLE_REUSE_S = 5.0
+"""An idle pooled connection is reused for this long at most: the server closes idle ones
+after 10 s, and a request written onto one as it closes would fail (POSTs are not retried)."""
+
+
+def http_session(headers: dict[str, str] | None = None) -> aiohttp.ClientSession:
+    """An HTTP client for this server."""
+    return aiohttp.ClientSession(headers=headers, connector=aiohttp.TCPConnector(keepalive_timeout=IDLE_REUSE_S))
+
 
 class AgentError(Exception):
     """The server refused a request (its error code and message)."""
@@ -68,7 +77,7 @@ class AgentClient:
     def __init__(self, base_url: str, session_id: str, token: str | None = None):
         self.base_url, self.session_id = base_url.rstrip("/"), session_id
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = aiohttp.ClientSession(headers=headers)
+        self._http = http_session(headers)
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/v1/sessions/{self.session_id}/{path}"

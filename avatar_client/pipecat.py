@@ -41,6 +41,8 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.ai_service import AIService
 from pipecat.services.settings import ServiceSettings
 
+from avatar_client.agent import http_session
+
 
 class AvatarService(AIService):
     """See the module docstring."""
@@ -57,7 +59,7 @@ class AvatarService(AIService):
 
     async def start(self, frame: StartFrame) -> None:
         await super().start(frame)
-        self._http = aiohttp.ClientSession(headers=self._headers)
+        self._http = http_session(self._headers)
 
     async def stop(self, frame: EndFrame) -> None:
         await super().stop(frame)

@@ -13,6 +13,7 @@ import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from .agent import http_session
 from .jitter import tolerate_loss
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class AvatarViewer:
         self.offer_sent_at = 0.0
         self.video_count = 0
         self._tasks: list[asyncio.Task] = []
-        self._http = aiohttp.ClientSession()
+        self._http = http_session()
         self._player: MediaPlayer | None = None
         self.seen: list[dict] = []
 
