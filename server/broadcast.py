@@ -56,7 +56,7 @@ def public(url: str) -> str:
 @dataclass
 class Tick:
     index: int
-    video: av.VideoFrame
+    video: av.VideoFrame | bytes  # bytes: an access unit encoded on a Ray engine's node
     pcm: np.ndarray
 
 
@@ -70,11 +70,12 @@ class Broadcast:
         self._ticks: queue.Queue[Tick] = queue.Queue(QUEUE_TICKS)
         self._stop = threading.Event()
         self.dropped = 0
+        self._pictures = _Pictures(self.size)
         self._thread = threading.Thread(target=self._run, name="broadcast", daemon=True)
         self._thread.start()
         playout.taps.append(self.tap)
 
-    def tap(self, index: int, video: av.VideoFrame, pcm: np.ndarray) -> None:
+    def tap(self, index: int, video: av.VideoFrame | bytes, pcm: np.ndarray) -> None:
         """One tick as the viewer has it (called by the Playout, on the event loop)."""
         if self._ticks.full():
             try:
@@ -110,6 +111,7 @@ class Broadcast:
         out = av.open(self.url, "w", format="flv", timeout=OPEN_TIMEOUT_S)
         try:
             video, audio = add_live_streams(out, self.size)
+            self._pictures = _Pictures(self.size)
             self._report("broadcast_started")
             first: int | None = None
             while not self._stop.is_set():
@@ -126,8 +128,7 @@ class Broadcast:
             out.close()
 
     def _write(self, out: Any, video: Any, audio: Any, tick: Tick, n: int) -> None:
-        # a copy of our own: the video track stamps its own pts on the shared frame
-        picture = av.VideoFrame.from_ndarray(tick.video.to_ndarray(), format="yuv420p")
+        picture = self._pictures.of(tick.video)
         picture.pts, picture.time_base = n, fractions.Fraction(1, FPS)
         for packet in video.encode(picture):
             out.mux(packet)
@@ -136,3 +137,25 @@ class Broadcast:
         sound.time_base = fractions.Fraction(1, SAMPLE_RATE)
         for packet in audio.encode(sound):
             out.mux(packet)
+
+
+class _Pictures:
+    """Each tick's picture as a frame of our own: a copy of the playout's (its video track
+    stamps its own pts on that one), or the Ray engine's access unit decoded. A tick the
+    engine was late for repeats the last picture: the stream stays at a constant rate."""
+
+    def __init__(self, size: int):
+        self._decoder: av.VideoCodecContext | None = None
+        self._last: np.ndarray = np.zeros((size * 3 // 2, size), np.uint8)
+
+    def of(self, video: av.VideoFrame | bytes) -> av.VideoFrame:
+        if isinstance(video, av.VideoFrame):
+            self._last = video.to_ndarray()
+        elif video:
+            self._decoder = self._decoder or av.CodecContext.create("h264", "r")
+            try:
+                for frame in self._decoder.decode(av.Packet(video)):
+                    self._last = frame.to_ndarray(format="yuv420p")
+            except av.FFmpegError:  # units before the first keyframe (asked for at the start) do not decode
+                pass
+        return av.VideoFrame.from_ndarray(self._last, format="yuv420p")

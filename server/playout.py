@@ -85,7 +85,9 @@ class Playout:
         self._audio: dict[int, np.ndarray] = {}
         self.encoded, self._on_gap = encoded, on_gap
         self._packets: dict[int, bytes] = {}  # tick -> its access unit, until the video track takes it
-        self.taps: list[Callable[[int, av.VideoFrame, np.ndarray], None]] = []  # each tick, as played (broadcast)
+        # each tick as played, its picture and sound (broadcast, added viewers): the picture is
+        # a frame, or when encoded the tick's access unit (empty while the engine is late)
+        self.taps: list[Callable[[int, av.VideoFrame | bytes, np.ndarray], None]] = []
 
     def push(self, frame: AVFrame) -> None:
         self.queue.append(frame)
@@ -130,8 +132,9 @@ class Playout:
                 if self._tick < tick:
                     self.stats.skipped += 1
                 self._take(entry)
+            picture = self._packets.get(self._tick, b"") if self.encoded else self._video
             for tap in self.taps:
-                tap(self._tick, self._video, self._audio[self._tick])
+                tap(self._tick, picture, self._audio[self._tick])
             self._audio.pop(self._tick - 3, None)
             if self._packets.pop(self._tick - 3, None) is not None:  # the video track fell behind
                 self._on_gap()

@@ -164,8 +164,7 @@ class Session:
         if self.broadcast is not None:
             raise ApiError(409, "broadcast_active", "this session is already broadcasting; DELETE it first")
         if self.playout.encoded:
-            raise ApiError(409, "broadcast_unavailable", "broadcast needs the local engine for now "
-                           "(with AVATAR_ENGINE=ray the frames arrive encoded for the viewer)")
+            self.engine.want_keyframe()  # a broadcast decoding the engine's units starts on one
         if url.startswith("rtmp"):
             self.broadcast = Broadcast(url, self.playout, self.hub.emit)
         else:
@@ -174,16 +173,13 @@ class Session:
     def shared_encoder(self) -> SharedEncoder:
         """The one H.264 encode of this session's added viewers and WHIP publisher."""
         if self._shared is None:
-            self._shared = SharedEncoder(self.playout, self._video_bitrate)
+            self._shared = SharedEncoder(self.playout, self._video_bitrate, self.engine.want_keyframe)
         return self._shared
 
     def new_viewer(self, pc: RTCPeerConnection) -> Viewer:
         """A receive-only viewer of this session (server/viewers.py); the caller answers its offer."""
         if len(self.viewers) >= MAX_VIEWERS:
             raise ApiError(429, "too_many_viewers", f"this session has its {MAX_VIEWERS} viewers already")
-        if self.playout.encoded:
-            raise ApiError(409, "viewers_unavailable", "added viewers need the local engine for now "
-                           "(with AVATAR_ENGINE=ray the frames arrive encoded for the first viewer)")
         viewer = Viewer(pc, self.playout, self.shared_encoder())
         self.viewers[viewer.id] = viewer
         self.shared_encoder().want_keyframe()  # its decoder starts here

@@ -3,7 +3,9 @@
 The session's own viewer has its encoder, which follows its link. Every added viewer
 gets the same H.264: a SharedEncoder taps the Playout's ticks, encodes each picture once
 on a thread of its own (the event loop only queues), and hands the access unit of tick
-k to every viewer's track at tick k. aiortc packetises the units as they are, as with
+k to every viewer's track at tick k. With the Ray engine the units come encoded from the
+engine's node already: they are passed on as they are (at the first viewer's rate), and
+keyframe requests go to the engine. aiortc packetises the units as they are, as with
 the Ray engine's. A keyframe request (PLI, FIR) from any viewer, or a viewer joining,
 makes the next unit a keyframe. Audio is each viewer's own Opus, from the same playout.
 
@@ -20,6 +22,7 @@ import queue
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 import av
 import numpy as np
@@ -41,8 +44,8 @@ UNIT_WAIT_S = 0.5
 class SharedEncoder:
     """See the module docstring."""
 
-    def __init__(self, playout: Playout, rate: int):
-        self.playout, self.rate = playout, rate
+    def __init__(self, playout: Playout, rate: int, engine_keyframe: Callable[[], None] = lambda: None):
+        self.playout, self.rate, self._engine_keyframe = playout, rate, engine_keyframe
         self._loop = asyncio.get_running_loop()
         self._units: OrderedDict[int, asyncio.Future[bytes]] = OrderedDict()
         self._pictures: queue.Queue[tuple[int, np.ndarray] | None] = queue.Queue(QUEUE_TICKS)
@@ -52,7 +55,10 @@ class SharedEncoder:
         self._thread.start()
         playout.taps.append(self.tap)
 
-    def tap(self, tick: int, video: av.VideoFrame, pcm: np.ndarray) -> None:
+    def tap(self, tick: int, video: av.VideoFrame | bytes, pcm: np.ndarray) -> None:
+        if isinstance(video, bytes):  # encoded on the engine's node: nothing to encode here
+            self._deliver(tick, video)
+            return
         if self._pictures.full():  # the encoder is behind: the oldest picture goes, the next unit is a keyframe
             try:
                 self._pictures.get_nowait()
@@ -63,13 +69,15 @@ class SharedEncoder:
 
     def want_keyframe(self) -> None:
         self._keyframe.set()
+        if self.playout.encoded:
+            self._engine_keyframe()
 
     async def unit(self, tick: int) -> bytes:
         """Tick's access unit; empty when it did not come in time (aiortc then sends nothing)."""
         try:
             return await asyncio.wait_for(asyncio.shield(self._future(tick)), UNIT_WAIT_S)
         except TimeoutError:
-            self._keyframe.set()  # the viewers' decoders miss a frame: restart them cleanly
+            self.want_keyframe()  # the viewers' decoders miss a frame: restart them cleanly
             return b""
 
     def _future(self, tick: int) -> asyncio.Future[bytes]:

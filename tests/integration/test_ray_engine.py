@@ -82,6 +82,42 @@ async def test_an_uploaded_avatar_reaches_the_actors_node_by_content(ray_server,
     assert f"{digest(uploaded[0].read_bytes())}.png" in copies, copies
 
 
+async def test_added_viewers_and_a_broadcast_take_the_actors_access_units(ray_server):
+    """With the Ray engine the frames arrive encoded: an added viewer gets those units as
+    they are, and an RTMP broadcast decodes them and publishes its own constant 25 fps."""
+    import threading
+
+    from testkit.rtmp import NginxRtmp
+    from testkit.whep import WhepViewer
+    from tests.integration.test_broadcast import Played, broadcast, play
+
+    owner = AvatarViewer(ray_server.url)
+    with NginxRtmp() as ingest:
+        played, ready = Played(), threading.Event()
+        player = asyncio.ensure_future(asyncio.to_thread(play, ingest.url("ray"), 6.0, played, ready))
+        added = None
+        try:
+            await owner.connect()
+            await owner.wait_frames(25)
+            await asyncio.to_thread(ready.wait, 5)
+            async with aiohttp.ClientSession() as http:
+                assert (await broadcast(http, ray_server.url, owner.session_id, ingest.url("ray")))[0] == 202
+            added = WhepViewer(ray_server.url, f"/v1/sessions/{owner.session_id}/viewers")
+            await added.connect()
+            await added.wait_frames(25, 30)
+            assert await added.fps(2) >= 20, "the added viewer's frames per second on Ray"
+            assert np.isfinite(track_landmarks([added.last])[0, 0, 0]), "no face for the added viewer"
+            await player
+        finally:
+            player.cancel()
+            if added:
+                await added.close()
+            await owner.close()
+    assert played.codecs == ("h264", "aac"), played.codecs
+    times = np.array([t for t, _, _ in played.video])
+    assert len(times) >= 100 and np.allclose(np.diff(times), 0.04, atol=0.002), len(times)
+
+
 async def health(url: str) -> dict:
     async with aiohttp.ClientSession() as http:
         async with http.get(url + "/healthz") as res:
