@@ -69,7 +69,7 @@ class Broadcast:
         self._emit = emit
         self._ticks: queue.Queue[Tick] = queue.Queue(QUEUE_TICKS)
         self._stop = threading.Event()
-        self.dropped = 0
+        self.dropped = 0  # ticks lost to a full queue (the ingest or the encoder too slow)
         self._pictures = _Pictures(self.size)
         self._thread = threading.Thread(target=self._run, name="broadcast", daemon=True)
         self._thread.start()
@@ -105,7 +105,7 @@ class Broadcast:
                 log.warning("broadcast to %s failed: %s; trying again in %.0f s", public(self.url), exc, wait)
                 self._report("broadcast_error", reason=str(exc), retry_in_s=wait)
                 self._stop.wait(wait)
-        self._report("broadcast_stopped")
+        self._report("broadcast_stopped", dropped_ticks=self.dropped)  # ticks a slow ingest cost
 
     def _publish(self) -> None:
         out = av.open(self.url, "w", format="flv", timeout=OPEN_TIMEOUT_S)

@@ -50,7 +50,6 @@ class SharedEncoder:
         self._units: OrderedDict[int, asyncio.Future[bytes]] = OrderedDict()
         self._pictures: queue.Queue[tuple[int, np.ndarray] | None] = queue.Queue(QUEUE_TICKS)
         self._keyframe = threading.Event()
-        self.encoded = 0
         self._thread = threading.Thread(target=self._run, name="shared-encoder", daemon=True)
         self._thread.start()
         playout.taps.append(self.tap)
@@ -100,7 +99,6 @@ class SharedEncoder:
             keyframe = self._keyframe.is_set()
             self._keyframe.clear()
             unit = encoder.encode(i420, self.rate, keyframe)
-            self.encoded += 1
             self._loop.call_soon_threadsafe(self._deliver, tick, unit)
 
     def close(self) -> None:

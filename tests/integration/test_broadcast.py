@@ -131,7 +131,8 @@ async def test_an_ingest_that_restarts_is_published_to_again_and_a_broadcast_sto
             url = f"{server.url}/v1/sessions/{viewer.session_id}/broadcast"
             async with http.delete(url) as res:
                 assert res.status == 204
-            await viewer.wait_event("broadcast_stopped", 10)
+            stopped = await viewer.wait_event("broadcast_stopped", 10)
+            assert isinstance(stopped["dropped_ticks"], int), stopped
             async with http.delete(url) as res:
                 assert res.status == 404 and (await res.json())["error"]["code"] == "no_broadcast"
     finally:
