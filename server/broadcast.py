@@ -111,7 +111,6 @@ class Broadcast:
         out = av.open(self.url, "w", format="flv", timeout=OPEN_TIMEOUT_S)
         try:
             video, audio = add_live_streams(out, self.size)
-            self._pictures = _Pictures(self.size)
             self._report("broadcast_started")
             first: int | None = None
             while not self._stop.is_set():

@@ -77,7 +77,6 @@ class Session:
                  config: SessionConfig, client: str | None = None, hooks: SessionHooks = SessionHooks(),
                  chat: tuple[SpeechRecognizer, ChatLLM] | None = None):
         self.id, self.pc, self.mode, self.client, self.hooks = session_id, pc, config.mode, client, hooks
-        self.size = config.size
         self.hub = EventHub(session_id)
         self.engine = open_engine(lambda exc: self.fail(exc.code, str(exc)))
         self.closed = asyncio.Event()
@@ -99,7 +98,6 @@ class Session:
         self.broadcast: Broadcast | WhipBroadcast | None = None
         self.viewers: dict[str, Viewer] = {}  # added receive-only viewers, sharing one encode
         self._shared: SharedEncoder | None = None
-        self._video_bitrate = config.video_bitrate
         self.conversation = Conversation(self, *chat) if chat and config.mode == "chat" else None
 
     def start(self) -> None:
@@ -173,7 +171,7 @@ class Session:
     def shared_encoder(self) -> SharedEncoder:
         """The one H.264 encode of this session's added viewers and WHIP publisher."""
         if self._shared is None:
-            self._shared = SharedEncoder(self.playout, self._video_bitrate, self.engine.want_keyframe)
+            self._shared = SharedEncoder(self.playout, self.video.bitrate.ceiling, self.engine.want_keyframe)
         return self._shared
 
     def new_viewer(self, pc: RTCPeerConnection) -> Viewer:

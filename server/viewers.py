@@ -50,8 +50,8 @@ class SharedEncoder:
         self._units: OrderedDict[int, asyncio.Future[bytes]] = OrderedDict()
         self._pictures: queue.Queue[tuple[int, np.ndarray] | None] = queue.Queue(QUEUE_TICKS)
         self._keyframe = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="shared-encoder", daemon=True)
-        self._thread.start()
+        if not playout.encoded:  # the Ray engine's units come encoded: nothing to do on a thread
+            threading.Thread(target=self._run, name="shared-encoder", daemon=True).start()
         playout.taps.append(self.tap)
 
     def tap(self, tick: int, video: av.VideoFrame | bytes, pcm: np.ndarray) -> None:
