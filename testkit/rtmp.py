@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .server import free_port
+from .server import end, free_port
 
 MODULE = Path("/usr/lib/nginx/modules/ngx_rtmp_module.so")
 CONFIG = """load_module {module};
@@ -50,12 +50,7 @@ class NginxRtmp:
 
     def stop(self) -> None:
         if self.proc:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            end(self.proc, 10)
             self.proc = None
 
     def __enter__(self) -> NginxRtmp:

@@ -23,6 +23,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def end(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `grace_s`; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class ServerProcess:
     """`python -m server` as a user runs it, with its log kept for failures."""
 
@@ -61,9 +71,5 @@ class ServerProcess:
         self.stop()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        end(self.proc, 20)
         self.log.close()
