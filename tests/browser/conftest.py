@@ -44,10 +44,20 @@ async def browser(microphone_wav):
         await browser.close()
 
 
+# The page's peer connections, kept where a test can read their stats (window.__pcs).
+KEEP_PEER_CONNECTIONS = """
+    window.__pcs = [];
+    window.RTCPeerConnection = class extends window.RTCPeerConnection {
+        constructor(...args) { super(...args); window.__pcs.push(this); }
+    };
+"""
+
+
 @pytest_asyncio.fixture
 async def page(browser, server):
     """A fresh page on the server; fails the test if the page logged any console error."""
     context = await browser.new_context(viewport={"width": 1200, "height": 900}, permissions=["microphone"])
+    await context.add_init_script(KEEP_PEER_CONNECTIONS)
     page = await context.new_page()
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
@@ -80,3 +90,23 @@ async def wait_playing(page) -> None:
         "() => { const v = document.querySelector('video');"
         " return v.readyState >= 2 && v.currentTime > 0.2 && v.videoWidth === 512; }"
     )
+
+
+async def video_delay_ms(page, over_ms: int = 500) -> float:
+    """How long the browser now takes from receiving a video frame to having it decoded
+    (its jitter buffer and decoder; getStats' totalProcessingDelay per frame over the last
+    `over_ms`): the time by which what the page shows trails what the server sent."""
+    read = """() => Promise.all(window.__pcs.filter((pc) => pc.connectionState === 'connected').map(async (pc) => {
+        let out = null;
+        (await pc.getStats()).forEach((s) => {
+            if (s.type === 'inbound-rtp' && s.kind === 'video') out = [s.totalProcessingDelay, s.framesDecoded];
+        });
+        return out;
+    }))"""
+    before = [s for s in await page.evaluate(read) if s]
+    await page.wait_for_timeout(over_ms)
+    after = [s for s in await page.evaluate(read) if s]
+    if not before or not after:
+        return 0.0
+    (delay0, frames0), (delay1, frames1) = before[-1], after[-1]
+    return 1000 * (delay1 - delay0) / max(frames1 - frames0, 1)
