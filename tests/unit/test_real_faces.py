@@ -13,6 +13,7 @@ from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, FaceRig
 from engine.families.portrait.rig_fit import fit_clip, mouth_opening
 from training.motion.channel import coded, degrade
+from training.motion.real_eval import SYSTEMS
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,13 +86,15 @@ def test_real_faces_data_train_and_evaluate_run_end_to_end(tmp_path):
     trained = run("training.motion.train", "--data", str(data), "--out", str(weights), "--steps", "5",
                   "--lookahead", "2")
     assert trained.returncode == 0, trained.stderr
-    evaluated = run("training.motion.real_eval", "--data", str(data), "--weights", str(weights), "--limit", "1")
+    evaluated = run("training.motion.real_eval", "--data", str(data), "--weights", str(weights), "--limit", "1",
+                    "--systems", *SYSTEMS, "phones")
     assert evaluated.returncode == 0, evaluated.stderr
     result = json.loads(evaluated.stdout)
     assert result["clips"] == 3
     for system in ("dit", "interim", "loudness"):
         assert {"real_corr", "amplitude", "closure", "open_vowel", "jfk_closure"} <= set(result[system])
     assert result["loudness"]["real_corr"] > 0.2, "the loudness mouth follows real mouths a little"
+    assert result["phones"]["real_corr"] > 0.4, "the mouth of the clips' own aligned phones follows them"
 
 
 def test_forced_alignment_times_phones_not_words():

@@ -10,7 +10,11 @@ real video. Systems: the trained MotionDiT with the lip-closure detector as the 
 runs it (`dit`) and without it (`dit_alone`), the INTERIM loudness module, a
 `loudness` mouth (the jaw follows the clip's level between its floor and its peaks) and
 `fitted`, the rig coefficients fitted to the real face itself: the check of the fit,
-and the ceiling of what rig and renderer can show.
+and the ceiling of what rig and renderer can show. `phones` (not run unless named) is
+an oracle no live system can be: the viseme curves of the clip's own phones,
+force-aligned to its words, with the jaw scaled by emphasis as in the synthetic
+training targets: how far a mouth driven by exactly which sound is made, and when, can
+follow each source's real mouth.
 Figures per system:
 - real_corr: Pearson correlation of our mouth opening with the real one, per clip,
   averaged over clips (and per source);
@@ -52,7 +56,9 @@ from engine.families.video.tracking import frames_opening  # noqa: E402
 
 from .channel import band_limit, coded, telephone  # noqa: E402
 from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
+from .recipe import jaw_target  # noqa: E402
 from .transcripts import known_transcript  # noqa: E402
+from .visemes import mouth_curves  # noqa: E402
 
 CLOSED_MOUTH = ASSETS / "closed-mouth.png"
 JAW = motion.INDEX["jaw_open"]
@@ -92,6 +98,21 @@ def loudness_mouth(pcm: np.ndarray, frames: int) -> np.ndarray:
     out = motion.zeros(frames)
     out[:, JAW] = smooth(np.clip((db - floor) / max(peak - floor, 1.0), 0, 1)) * 0.6
     return out
+
+
+def phone_mouth(clip: dict) -> np.ndarray:
+    """The `phones` oracle (see the module docstring); all shut where the words did not align."""
+    frames = len(clip["opening"])
+    coeffs = mouth_curves(clip["segments"], frames) if clip["segments"] else motion.zeros(frames)
+    coeffs[:, JAW] = jaw_target(coeffs[:, JAW], clip["pcm"], frames)
+    return coeffs
+
+
+def clip_track(system: str, clip: dict, weights: Path) -> np.ndarray:
+    """A held-out clip's motion by `system` (`fitted` and `phones` read more of the clip than its sound)."""
+    if system == "fitted":
+        return clip["motion"]
+    return phone_mouth(clip) if system == "phones" else track(system, clip["pcm"], weights)
 
 
 def track(system: str, pcm: np.ndarray, weights: Path) -> np.ndarray:
@@ -179,7 +200,9 @@ def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYS
     for system in systems:
         corr, ratio, per_source, closed, opened, tracks = [], [], {}, [], [], []
         for clip in clips:
-            coeffs = clip["motion"] if system == "fitted" else track(system, clip["pcm"], weights)
+            if system == "phones" and not clip["segments"]:
+                continue  # the aligner found no path through the words: no oracle for this clip
+            coeffs = clip_track(system, clip, weights)
             tracks.append(coeffs)
             c, r = meter.corr(coeffs, clip["opening"])
             corr.append(c)
@@ -188,7 +211,8 @@ def evaluate(data: Path, weights: Path = WEIGHTS, systems: tuple[str, ...] = SYS
             cl, op = phone_scores(coeffs[:, JAW], clip["segments"])
             closed += cl
             opened += op
-        cl, op = ([], []) if system == "fitted" else phone_scores(track(system, jfk[0], weights)[:, JAW], jfk[1])
+        cl, op = ([], []) if system in ("fitted", "phones") else \
+            phone_scores(track(system, jfk[0], weights)[:, JAW], jfk[1])
         result[system] = {
             "real_corr": _mean(corr), "real_corr_by_source": {s: _mean(v) for s, v in per_source.items()},
             "amplitude": round(float(np.median(ratio)), 3),
