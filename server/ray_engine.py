@@ -10,7 +10,8 @@ The actors are a pool shared by every front end with the same engine settings: n
 are missing and uses the ones that others made (found again every few seconds). Each
 actor counts its own sessions, from all front ends, against its capacity, and its
 pings tell how full it is: a session goes to the ready actor with the most free places
-anywhere in the cluster. A front end that stops removes the actors no other front end
+anywhere in the cluster, and on to the next if another front end took the last place
+since the last ping. A front end that stops removes the actors no other front end
 has pinged lately; one that dies leaves its sessions to lapse on their leases
 (engine/runtime/ray_actor.py).
 
@@ -32,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -148,6 +149,17 @@ def _session_error(cause: BaseException) -> EngineError:
     return EngineError(code, f"{type(cause).__name__}: {cause}")
 
 
+def _most_free(worker: RayWorker) -> tuple[int, int]:
+    return worker.capacity - worker.load, -worker.index
+
+
+class _Full(Exception):
+    """An actor refused a session for want of a place (RaySession._open tries another)."""
+
+
+Place = Callable[[set[int]], RayWorker | None]  # the actor to try next, given those found full
+
+
 class RaySession:
     """A session's handle on its actor: the EngineSession interface. Frames arrive encoded
     (engine/runtime/ray_actor.py) and are kept here under slot numbers of this session's
@@ -156,17 +168,36 @@ class RaySession:
     encoded = True
 
     def __init__(self, worker: RayWorker, session_id: str, avatar: str, seed: int, ceiling: int,
-                 on_error: Callable[[EngineError], None], shipping: AvatarShipping):
+                 on_error: Callable[[EngineError], None], shipping: AvatarShipping, place: Place):
         self.worker, self.session_id, self.on_error = worker, session_id, on_error
         self.closed = False
         self.link = BitrateControl(ceiling)  # the viewer's, once its track exists (follow)
         self._keyframe = False
         self._frames: dict[int, bytes] = {}
         self._slots = itertools.count()
-        self._opened = asyncio.ensure_future(self._call(shipping.call(
-            worker, avatar, lambda key: worker.actor.open.remote(session_id, key, seed))))
+        self._opened = asyncio.ensure_future(self._open(avatar, seed, shipping, place))
 
-    async def _call(self, call: Awaitable[Any]) -> Any:
+    async def _open(self, avatar: str, seed: int, shipping: AvatarShipping, place: Place) -> None:
+        """Open on the chosen actor; one that another front end filled meanwhile (EngineFull)
+        passes the session on to the next with a free place, as far as this front end knows."""
+        full: set[int] = set()
+        while True:
+            open_ = shipping.call(self.worker, avatar, lambda key: self.worker.actor.open.remote(
+                self.session_id, key, seed))
+            try:
+                return await self._call(open_, retry_full=True)
+            except _Full:
+                if self.closed:
+                    return
+                full.add(self.worker.index)
+                other = place(full)
+                if other is None:
+                    self._call_failed(_session_error(EngineFull()))
+                self.worker.sessions.pop(self.session_id, None)
+                self.worker = other
+                other.sessions[self.session_id] = self
+
+    async def _call(self, call: Awaitable[Any], retry_full: bool = False) -> Any:
         import ray
 
         try:
@@ -178,9 +209,14 @@ class RaySession:
             if isinstance(exc.cause, LookupError):  # restarted between two pings: every session of it is gone
                 self.worker.lost("restarted")
                 raise _died() from None
+            if retry_full and isinstance(exc.cause, EngineFull):
+                raise _Full from None
             failure = _session_error(exc.cause)  # the session's own; the actor lives on
         except EngineError as exc:  # its avatar file could not be read here
             failure = exc
+        self._call_failed(failure)
+
+    def _call_failed(self, failure: EngineError) -> NoReturn:
         self.fail(failure)
         raise failure from None
 
@@ -336,11 +372,15 @@ class RayEngineClient:
     def open_session(self, session_id: str, avatar: str, seed: int,
                      on_error: Callable[[EngineError], None]) -> RaySession:
         # the most free places anywhere in the cluster; none ready or none free: its open fails
-        ready = [w for w in self.workers if w.ready] or self.workers
-        worker = max(ready, key=lambda w: (w.capacity - w.load, -w.index))
-        session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error, self.shipping)
+        worker = self._place(set()) or max([w for w in self.workers if w.ready] or self.workers, key=_most_free)
+        session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error, self.shipping, self._place)
         worker.sessions[session_id] = session
         return session
+
+    def _place(self, full: set[int]) -> RayWorker | None:
+        """The ready actor, not among `full`, with the most free places; None if none has one."""
+        free = [w for w in self.workers if w.ready and w.index not in full and w.load < w.capacity]
+        return max(free, key=_most_free, default=None)
 
     @property
     def ready_workers(self) -> int:

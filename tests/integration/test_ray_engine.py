@@ -240,8 +240,8 @@ async def test_sessions_land_on_both_nodes_and_a_removed_node_ends_only_its_sess
 
 
 async def test_front_ends_share_the_clusters_actors_and_a_dead_front_ends_sessions_lapse(ray_head):
-    """Two servers, one pool of two actors of one session each: each server sees the other's
-    session, places its own on the free actor, and refuses a third (503 at_capacity). One
+    """Two servers, one pool of two actors of one session each: two sessions opened on both at
+    once both play, each server sees the other's session, and a third is refused (503 at_capacity). One
     server is killed: its session lapses on its lease, and the other may use the place."""
     from engine.runtime.ray_actor import LEASE_S
 
@@ -251,10 +251,9 @@ async def test_front_ends_share_the_clusters_actors_and_a_dead_front_ends_sessio
         viewers = [AvatarViewer(first.url), AvatarViewer(second.url)]
         third, later = AvatarViewer(first.url), AvatarViewer(first.url)
         try:
-            await viewers[0].connect()
-            await viewers[0].wait_frames(25, timeout=60)
-            await asyncio.sleep(1.5)  # a ping: the second server learns of the first one's session
-            await viewers[1].connect()
+            # at once, before a ping tells either server of the other's session: both pick the same
+            # actor first, and the one it refuses (EngineFull) tries the other
+            await asyncio.gather(*(v.connect() for v in viewers))
             await asyncio.gather(*(v.wait_frames(25, timeout=60) for v in viewers))
             await asyncio.sleep(1.5)
             for url in (first.url, second.url):
