@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.light_viewer import LightViewer  # noqa: E402
 from bench.session import BaselineProcess  # noqa: E402
-from testkit.server import ServerProcess, free_port  # noqa: E402
+from testkit.ray_head import RayHead  # noqa: E402
+from testkit.server import ServerProcess  # noqa: E402
 
 FLOOR_FPS = 24.0
 
@@ -106,14 +106,8 @@ async def main() -> None:
 @contextlib.contextmanager
 def ray_head() -> Iterator[str]:
     """A one-node Ray cluster on loopback with this machine's CPUs; its address."""
-    ray = str(Path(sys.executable).with_name("ray"))
-    port, env = free_port(), {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                    "--include-dashboard=false", "--disable-usage-stats"], check=True, env=env, capture_output=True)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
+    with RayHead() as head:
+        yield head.address
 
 
 if __name__ == "__main__":

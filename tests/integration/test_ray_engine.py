@@ -6,13 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -21,34 +16,31 @@ import pytest
 from avatar_client import AvatarViewer
 from engine.families.video.tracking import track_landmarks
 from engine.runtime.avatar_cache import digest
-from testkit.server import ServerProcess, free_port
+from testkit.ray_head import RayHead, cluster_processes
+from testkit.server import ServerProcess
 from tests.integration import test_avatars, test_session
 
 pytestmark = pytest.mark.integration
-RAY = str(Path(sys.executable).with_name("ray"))
-ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 @pytest.fixture(scope="module")
-def node_tmp():
-    """The Ray node's temporary folder: its actors keep the avatars they are sent in it."""
-    path = Path(tempfile.mkdtemp(prefix="ray-node-"))  # short: Ray's socket paths must stay < 108 bytes
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def ray_head(node_tmp):
+def head():
     """A one-node Ray cluster on 127.0.0.1 with a CPU for each engine actor of this module's servers
-    (the pools of two engine settings: see test_front_ends_share_the_clusters_actors); its address."""
-    port = free_port()
-    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=4",
-                    "--include-dashboard=false", "--disable-usage-stats"], check=True,
-                   env={**ENV, "TMPDIR": str(node_tmp)}, capture_output=True, timeout=120)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:  # Ray's CLI stops every Ray process of the machine: there is no stopping one cluster
-        subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+    (the pools of two engine settings: see test_front_ends_share_the_clusters_actors)."""
+    with RayHead(cpus=4) as head:
+        yield head
+
+
+@pytest.fixture(scope="module")
+def node_tmp(head):
+    """The Ray node's temporary folder: its actors keep the avatars they are sent in it."""
+    return head.temp_dir
+
+
+@pytest.fixture(scope="module")
+def ray_head(head):
+    """The cluster's address."""
+    return head.address
 
 
 @pytest.fixture(scope="module")
@@ -336,3 +328,13 @@ async def test_with_every_actor_gone_new_sessions_get_503_engine_unavailable(ray
         async with aiohttp.ClientSession() as http:
             async with http.get(server.url + "/metrics") as res:
                 assert "avatar_engine_workers_ready 0.0" in await res.text()
+
+
+def test_a_test_cluster_stops_alone(head):
+    """Stopping a test's Ray head ends its own processes (daemons, agents) and leaves another
+    cluster of the machine running: `ray stop` would end them all."""
+    other = RayHead(cpus=1)
+    with other:
+        assert len(cluster_processes(other.temp_dir)) >= 3
+    assert not cluster_processes(other.temp_dir) and not other.temp_dir.exists()
+    assert cluster_processes(head.temp_dir), "the module's cluster was stopped too"
