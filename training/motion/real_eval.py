@@ -56,7 +56,6 @@ from engine.families.video.tracking import frames_opening  # noqa: E402
 
 from .channel import band_limit, coded, telephone  # noqa: E402
 from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
-from .recipe import jaw_target  # noqa: E402
 from .transcripts import known_transcript  # noqa: E402
 from .visemes import mouth_curves  # noqa: E402
 
@@ -101,9 +100,11 @@ def loudness_mouth(pcm: np.ndarray, frames: int) -> np.ndarray:
 
 
 def phone_mouth(clip: dict) -> np.ndarray:
-    """The `phones` oracle (see the module docstring); all shut where the words did not align."""
+    """The `phones` oracle (see the module docstring) of a clip whose words aligned."""
+    from .recipe import jaw_target  # the recipe pulls in the voices; the other systems need not
+
     frames = len(clip["opening"])
-    coeffs = mouth_curves(clip["segments"], frames) if clip["segments"] else motion.zeros(frames)
+    coeffs = mouth_curves(clip["segments"], frames)
     coeffs[:, JAW] = jaw_target(coeffs[:, JAW], clip["pcm"], frames)
     return coeffs
 
