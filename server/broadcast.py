@@ -29,7 +29,7 @@ from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from engine.runtime.h264 import add_live_streams
 
 from .errors import ApiError
-from .playout import Playout
+from .playout import Playout, hand_on
 
 log = logging.getLogger("server.broadcast")
 SCHEMES = ("rtmp", "rtmps", "https", "http")  # http(s): a WHIP ingest (server/whip.py)
@@ -77,13 +77,8 @@ class Broadcast:
 
     def tap(self, index: int, video: av.VideoFrame | bytes, pcm: np.ndarray) -> None:
         """One tick as the viewer has it (called by the Playout, on the event loop)."""
-        if self._ticks.full():
-            try:
-                self._ticks.get_nowait()
-                self.dropped += 1
-            except queue.Empty:
-                pass
-        self._ticks.put_nowait(Tick(index, video, pcm))
+        if hand_on(self._ticks, Tick(index, video, pcm)):
+            self.dropped += 1
 
     async def stop(self) -> None:
         self.playout.taps.remove(self.tap)

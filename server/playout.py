@@ -11,6 +11,7 @@ timeline then resumes where it was, so lateness never accumulates into a queue.
 from __future__ import annotations
 
 import asyncio
+import queue
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,6 +26,22 @@ from engine.config import FPS, SAMPLES_PER_FRAME
 FRAME_S = 1 / FPS
 SILENCE = np.zeros(SAMPLES_PER_FRAME, np.int16)
 MUTED_KEPT = 64  # cancelled ids only matter while their audio may still be in flight
+
+
+def hand_on(to: queue.Queue, item: Any) -> bool:
+    """Queue `item` for a tap's thread without waiting: when the queue is full its oldest
+    item goes (a tap runs on the event loop and must never block it). Whether one went."""
+    dropped = False
+    while True:
+        try:
+            to.put_nowait(item)
+            return dropped
+        except queue.Full:
+            try:
+                to.get_nowait()
+                dropped = True
+            except queue.Empty:  # the thread took one meanwhile
+                pass
 
 
 @dataclass

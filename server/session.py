@@ -178,9 +178,10 @@ class Session:
         """A receive-only viewer of this session (server/viewers.py); the caller answers its offer."""
         if len(self.viewers) >= MAX_VIEWERS:
             raise ApiError(429, "too_many_viewers", f"this session has its {MAX_VIEWERS} viewers already")
-        viewer = Viewer(pc, self.playout, self.shared_encoder())
+        shared = self.shared_encoder()
+        viewer = Viewer(pc, self.playout, shared)
         self.viewers[viewer.id] = viewer
-        self.shared_encoder().want_keyframe()  # its decoder starts here
+        shared.want_keyframe()  # its decoder starts here
 
         def gone() -> None:
             if pc.connectionState in ("failed", "closed"):

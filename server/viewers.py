@@ -31,7 +31,7 @@ from aiortc import RTCPeerConnection
 from engine.config import FPS
 from engine.runtime.h264 import FrameEncoder
 
-from .playout import Playout
+from .playout import Playout, hand_on
 from .tracks import VIDEO_CLOCK, AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.viewers")
@@ -58,13 +58,8 @@ class SharedEncoder:
         if isinstance(video, bytes):  # encoded on the engine's node: nothing to encode here
             self._deliver(tick, video)
             return
-        if self._pictures.full():  # the encoder is behind: the oldest picture goes, the next unit is a keyframe
-            try:
-                self._pictures.get_nowait()
-            except queue.Empty:
-                pass
-            self._keyframe.set()
-        self._pictures.put_nowait((tick, video.to_ndarray()))
+        if hand_on(self._pictures, (tick, video.to_ndarray())):  # the encoder is behind: the oldest
+            self._keyframe.set()  # picture went, so the next unit must be a keyframe
 
     def want_keyframe(self) -> None:
         self._keyframe.set()
@@ -103,12 +98,7 @@ class SharedEncoder:
 
     def close(self) -> None:
         self.playout.taps.remove(self.tap)
-        while True:  # make room for the end marker: what was queued is of no use now
-            try:
-                self._pictures.put_nowait(None)
-                break
-            except queue.Full:
-                self._pictures.get_nowait()
+        hand_on(self._pictures, None)  # the end marker: what was queued is of no use now
 
 
 class SharedVideoTrack(AvatarVideoTrack):

@@ -104,9 +104,6 @@ class Mp4Writer:
         self.samples = 0
 
     def write(self, chunk: FrameChunk, pcm: np.ndarray) -> None:
-        self._write(chunk, pcm)
-
-    def _write(self, chunk: FrameChunk, pcm: np.ndarray) -> None:
         for i, frame in enumerate(chunk.frames):
             vf = av.VideoFrame.from_ndarray(frame, format="yuv420p")
             vf.pts, vf.time_base = chunk.first_frame + i, fractions.Fraction(1, FPS)
@@ -142,7 +139,7 @@ class LiveWriter(Mp4Writer):
         self.started = self.started or time.monotonic()
         time.sleep(max(0.0, self.started + chunk.first_frame / FPS - time.monotonic()))
         try:
-            self._write(chunk, pcm)
+            super().write(chunk, pcm)
         except (av.FFmpegError, OSError) as exc:
             raise RenderError(f"the ingest dropped the stream: {exc}") from None
 
@@ -248,8 +245,7 @@ def main(argv: list[str] | None = None) -> None:
         blocks, duration = audio_stream(args.audio) if args.audio else _text_audio(args.text)
         avatar = _avatar(args.avatar)
         started = time.monotonic()
-        out = args.out if is_live(args.out) else Path(args.out)
-        frames = render(blocks, duration, avatar, out, Progress(), workers=args.workers)
+        frames = render(blocks, duration, avatar, args.out, Progress(), workers=args.workers)
     except RenderError as exc:
         sys.stderr.write(f"\navatar-render: {exc}\n")
         raise SystemExit(2) from None
