@@ -19,20 +19,24 @@ rendered frames and the real footage of the same clips, cut to the avatar's own 
   like with like);
 - head_jump: the largest frame-to-frame move of the head points in our frames, against
   the 99th percentile of the real footage's (both in output pixels).
+
+With --drive footage the held-out footage's own fitted mouth drives the avatar in place of
+the motion model's: the correlation a perfect motion would reach through this renderer
+and this measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from engine.core import motion
-from engine.families.portrait.rig_fit import mouth_opening
+from engine.families.portrait.rig_fit import fit_clip, mouth_opening
 from engine.families.video import walk
 from engine.families.video.mouth import sharpness
 from engine.families.video.prepare import crop_square, prepare_clip
@@ -46,6 +50,7 @@ from training.motion.real_faces import REAL_TALKING, read_clip
 from .clips import join_clips
 
 SILENCE_S = 20.0
+MOUTH = [motion.INDEX[k] for k in motion.MOUTH]
 
 
 @dataclass(frozen=True)
@@ -86,33 +91,37 @@ def cropped(frames: list[np.ndarray], crop: np.ndarray, size: int) -> list[np.nd
     return [crop_square(f, crop, size) for f in frames]
 
 
-def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
+def run_case(case: Case, out: Path, sheets: Path | None, drive: str = "sound", log=print) -> dict:
     upload = out / f"{case.name}-avatar.mp4"
     _, source_pcm = join_clips(case.avatar, upload)
     avatar_id = prepare_clip(upload, out / "avatars")
     ref = VideoReference.load(out / "avatars" / f"{avatar_id}{SUFFIX}")
     offset = av_offset([("avatar", ref.landmarks, source_pcm)])
     real = [read_clip(p) for p in case.driven]
+    real_frames = [cropped(frames, ref.crop, ref.size) for frames, _ in real]
+    real_tracks = [track_landmarks(frames) for frames in real_frames]
     # one session: every held-out clip's sound in turn, then silence
     pcm = np.concatenate([shifted(p, offset) for _, p in real] + [np.zeros(int(SILENCE_S * 48_000), np.int16)])
     coeffs, _ = run_motion("dit", pcm)
+    if drive == "footage":
+        coeffs = footage_mouth(coeffs, real_tracks)
+        ref = replace(ref, mouth_gain=np.ones_like(ref.mouth_gain))  # the person's own keys need no gain
     renderer = VideoRenderer(ref)
     state = renderer.new_state(0)
     ours = [renderer.render(c, state) for c in coeffs]
     ours_lm = track_landmarks(ours)
     corr, follows, ratio, sharp_ours, sharp_real, real_steps = [], [], [], [], [], []
     start = 0
-    for frames, _ in real:
+    for frames, real_lm in zip(real_frames, real_tracks):
         n = min(len(frames), len(coeffs) - start)
-        real_frames = cropped(frames[:n], ref.crop, ref.size)
-        real_lm = track_landmarks(real_frames)
+        frames, real_lm = frames[:n], real_lm[:n]
         a = mouth_opening(np.nan_to_num(ours_lm[start:start + n]))
         b = mouth_opening(np.nan_to_num(real_lm))
         corr.append(float(np.corrcoef(a, b)[0, 1]) if a.std() > 1e-6 else 0.0)
         follows.append(float(np.corrcoef(a, coeffs[start:start + n, motion.INDEX["jaw_open"]])[0, 1]))
         ratio.append(float(a.std() / max(b.std(), 1e-6)))
         sharp_ours.append(mouth_sharpness(ours[start:start + n], ours_lm[start:start + n]))
-        sharp_real.append(mouth_sharpness(real_frames, real_lm))
+        sharp_real.append(mouth_sharpness(frames, real_lm))
         real_steps.append(head_steps(real_lm))
         start += n
     real_p99 = float(np.percentile(np.concatenate(real_steps + [head_steps(ref.landmarks)]), 99))
@@ -121,7 +130,7 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
     home = np.flatnonzero(renderer.walk.home)
     sample = home[np.linspace(0, len(home) - 1, min(200, len(home))).round().astype(int)]
     sharp_clip = mouth_sharpness([ref.decode(int(i)) for i in sample], ref.landmarks[sample])
-    result = {"case": case.name, "avatar_seconds": round(ref.frames / 25, 1), "driven_clips": len(real),
+    result = {"case": case.name, "drive": drive, "avatar_seconds": round(ref.frames / 25, 1), "driven_clips": len(real),
               "av_offset_frames": offset, "corr": round(float(np.mean(corr)), 3),
               "follows_model": round(float(np.mean(follows)), 3),
               "amplitude": round(float(np.median(ratio)), 3),
@@ -134,6 +143,17 @@ def run_case(case: Case, out: Path, sheets: Path | None, log=print) -> dict:
     if sheets is not None:
         contact_sheet(ours[: start], sheets / f"video-{case.name}.png")
     return result
+
+
+def footage_mouth(coeffs: np.ndarray, tracks: list[np.ndarray]) -> np.ndarray:
+    """The session's motion with each held-out clip's own fitted mouth in place of the model's:
+    what the renderer and the measurement keep of a perfect motion."""
+    out, start = coeffs.copy(), 0
+    for landmarks in tracks:
+        n = min(len(landmarks), len(out) - start)
+        out[start:start + n, MOUTH] = fit_clip(landmarks[:n])[:, MOUTH]
+        start += n
+    return out
 
 
 def contact_sheet(frames: list[np.ndarray], path: Path, tiles: int = 16) -> None:
@@ -150,9 +170,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(".cache/video"))
     parser.add_argument("--sheets", type=Path, default=None)
     parser.add_argument("--case", action="append", help="run only these cases")
+    parser.add_argument("--drive", choices=("sound", "footage"), default="sound",
+                        help="footage: the held-out footage's own fitted mouth drives the avatar instead of the "
+                             "motion model (the renderer's ceiling)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    results = [run_case(c, args.out, args.sheets) for c in cases()
+    results = [run_case(c, args.out, args.sheets, args.drive) for c in cases()
                if not args.case or c.name in args.case or c.name.split("-")[0] in args.case]
     print(json.dumps({"cases": results, "by_person": by_person(results)}))
 
