@@ -106,3 +106,16 @@ def test_forced_alignment_times_phones_not_words():
     assert len(bilabials) == 2  # the m of "my" and of "americans"
     assert all(0.03 <= s.end - s.start <= 0.15 for s in bilabials), bilabials
     assert len({s.start for s in segments}) > 0.8 * len(segments)  # phones of a word start apart
+
+
+def test_reenact_footage_drive_puts_each_clips_own_fitted_mouth_in_its_span():
+    from training.video.reenact import MOUTH, footage_mouth
+
+    landmarks, track = rig_clip(60)
+    model = motion.zeros(100)
+    model[:, J], model[:, motion.INDEX["head_yaw"]] = 0.9, 0.2
+    out = footage_mouth(model, [landmarks[:25], landmarks[25:]])  # two held-out clips, then silence
+    assert np.corrcoef(out[:60, J], track[:, J])[0, 1] > 0.95, "the footage's mouth, in order"
+    assert np.array_equal(out[60:], model[60:]), "after the clips the model's motion plays on"
+    others = [i for i in range(motion.DIM) if i not in MOUTH]
+    assert np.array_equal(out[:, others], model[:, others]), "only the mouth is the footage's"
