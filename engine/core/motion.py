@@ -27,6 +27,7 @@ COEFFS: tuple[str, ...] = (
 INDEX: dict[str, int] = {name: i for i, name in enumerate(COEFFS)}
 DIM = len(COEFFS)
 MOUTH = ("jaw_open", "lip_width", "lip_round", "upper_lip", "lower_lip", "smile")
+MOUTH_INDEX = [INDEX[name] for name in MOUTH]
 
 
 def zeros(frames: int) -> np.ndarray:

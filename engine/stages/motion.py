@@ -85,7 +85,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         self.jaw_gain = sampler.jaw_gain
         self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
-        self.temperature[[motion.INDEX[k] for k in motion.MOUTH]] = sampler.mouth_temperature
+        self.temperature[motion.MOUTH_INDEX] = sampler.mouth_temperature
         self.low = np.full(motion.DIM, -np.inf, np.float32)
         self.high = np.full(motion.DIM, np.inf, np.float32)
         for name, (lo, hi) in LIMITS.items():

@@ -109,7 +109,7 @@ def test_forced_alignment_times_phones_not_words():
 
 
 def test_reenact_footage_drive_puts_each_clips_own_fitted_mouth_in_its_span():
-    from training.video.reenact import MOUTH, footage_mouth
+    from training.video.reenact import footage_mouth
 
     landmarks, track = rig_clip(60)
     model = motion.zeros(100)
@@ -117,5 +117,5 @@ def test_reenact_footage_drive_puts_each_clips_own_fitted_mouth_in_its_span():
     out = footage_mouth(model, [landmarks[:25], landmarks[25:]])  # two held-out clips, then silence
     assert np.corrcoef(out[:60, J], track[:, J])[0, 1] > 0.95, "the footage's mouth, in order"
     assert np.array_equal(out[60:], model[60:]), "after the clips the model's motion plays on"
-    others = [i for i in range(motion.DIM) if i not in MOUTH]
+    others = [i for i in range(motion.DIM) if i not in motion.MOUTH_INDEX]
     assert np.array_equal(out[:, others], model[:, others]), "only the mouth is the footage's"

@@ -118,7 +118,7 @@ def train(data_dirs: list[Path], out: Path, config: TrainConfig,
         getattr(model, name).copy_(torch.from_numpy(value))
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
     channel_weights = np.ones(model_config.motion_dim, np.float32)
-    channel_weights[[motion.INDEX[k] for k in motion.MOUTH]] = config.mouth_weight
+    channel_weights[motion.MOUTH_INDEX] = config.mouth_weight
     started, step, recent = time.monotonic(), 0, []
     while step < config.steps and time.monotonic() - started < config.minutes * 60:
         # cosine decay over the steps, not the clock, so the same command gives the same weights
@@ -151,8 +151,7 @@ def loss_weights(motion_: np.ndarray, channel_weights: np.ndarray, closure_weigh
     jaw = motion_[..., motion.INDEX["jaw_open"]]
     shut = (jaw <= 0.05) & (jaw.max(1, keepdims=True) >= 0.25)
     weights = np.broadcast_to(channel_weights, motion_.shape).copy()
-    mouth = [motion.INDEX[k] for k in motion.MOUTH]
-    weights[..., mouth] *= np.where(shut, closure_weight, 1.0)[..., None]
+    weights[..., motion.MOUTH_INDEX] *= np.where(shut, closure_weight, 1.0)[..., None]
     return weights
 
 

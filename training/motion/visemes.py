@@ -131,7 +131,7 @@ def mouth_curves(segments: list[Segment], frames: int) -> np.ndarray:
             mouth[shut, 0] = 0.0
             mouth[shut, 4] = np.minimum(mouth[shut, 4], 0.0)
     out = motion.zeros(frames)
-    out[:, [motion.INDEX[k] for k in motion.MOUTH]] = mouth
+    out[:, motion.MOUTH_INDEX] = mouth
     return out
 
 

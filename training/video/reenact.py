@@ -22,7 +22,7 @@ rendered frames and the real footage of the same clips, cut to the avatar's own 
 
 With --drive footage the held-out footage's own fitted mouth drives the avatar in place of
 the motion model's: the correlation a perfect motion would reach through this renderer
-and this measurement.
+and this measurement (follows_model then compares with the footage's jaw).
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from training.motion.real_faces import REAL_TALKING, read_clip
 from .clips import join_clips
 
 SILENCE_S = 20.0
-MOUTH = [motion.INDEX[k] for k in motion.MOUTH]
 
 
 @dataclass(frozen=True)
@@ -151,7 +150,7 @@ def footage_mouth(coeffs: np.ndarray, tracks: list[np.ndarray]) -> np.ndarray:
     out, start = coeffs.copy(), 0
     for landmarks in tracks:
         n = min(len(landmarks), len(out) - start)
-        out[start:start + n, MOUTH] = fit_clip(landmarks[:n])[:, MOUTH]
+        out[start:start + n, motion.MOUTH_INDEX] = fit_clip(landmarks[:n])[:, motion.MOUTH_INDEX]
         start += n
     return out
 
