@@ -11,14 +11,15 @@ from .avatars import MAX_UPLOAD_BYTES
 from .config import ServerConfig
 from .errors import error_middleware
 from .routes import avatars, operations, sessions
-from .security import auth_middleware, cors_middleware
+from .security import auth_middleware, cors_middleware, host_middleware
 from .server import SERVER, Server
 
 
 def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                tts: TextToSpeech | None = None) -> web.Application:
     server = Server(config, engine_config, tts)
-    middlewares = [cors_middleware(config.allowed_origins), error_middleware, auth_middleware(config.token)]
+    middlewares = [host_middleware(config.allowed_hosts), cors_middleware(config.allowed_origins), error_middleware,
+                   auth_middleware(config.token)]
     app = web.Application(middlewares=middlewares, client_max_size=MAX_UPLOAD_BYTES + 64 * 1024)
     app[SERVER] = server
     app.on_startup.append(server.startup)

@@ -16,6 +16,8 @@ from typing import Any
 from engine.config import MOTION_MODELS
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 
+from .targets import Listed
+
 
 def _default_workers() -> int:
     """One worker per NVIDIA device where there are any (seen without importing torch), else one."""
@@ -27,6 +29,23 @@ def _default_max_sessions() -> int:
     bench/load.py measures it); on GPUs, four per device until measured otherwise."""
     gpus = len(glob.glob("/dev/nvidia[0-9]*"))
     return 4 * gpus if gpus else max(1, os.cpu_count() or 1)
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+def _default_max_viewers() -> int:
+    """bench/viewers.py: an added viewer costs the server +4.4 % of a core (its Opus, RTP and
+    DTLS); with the players on the same 2 cores, 25 viewers fell to 21.5 fps and 10 held 25.1.
+    Eight a core keeps 25 fps with room for the sessions themselves."""
+    return 8 * _cores()
+
+
+def _default_max_broadcasts() -> int:
+    """A broadcast is one more x264 + AAC encode in a publisher process of its own
+    (bench/broadcast.py measures it beside a session): one per core."""
+    return _cores()
 
 
 ENGINES = ("local", "ray")
@@ -71,6 +90,18 @@ class ServerConfig:
     """When set, the API, WebSockets and WHEP need `Authorization: Bearer <token>` (or `?token=`)."""
     allowed_origins: tuple[str, ...] = ()
     """Origins of other sites allowed to embed the client (CORS); `*` allows any. Same-origin always works."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Names this server is reached by (the `Host` header), besides IP addresses and `localhost`;
+    `*` allows any. Other names get 421: a DNS-rebinding page cannot pass for our own."""
+    broadcast_targets: tuple[str, ...] = ()
+    """Ingest hosts a session may be broadcast to (`host` or `host:port`). Empty: broadcast is off
+    (403 broadcast_disabled). Loopback, private and link-local addresses only where listed as such."""
+    max_broadcasts: int = field(default_factory=_default_max_broadcasts)
+    """Broadcasts running at once on this server; more get 429."""
+    max_broadcasts_per_client: int = 1
+    """Broadcasts one client address may run at once."""
+    max_viewers: int = field(default_factory=_default_max_viewers)
+    """Added viewers (POST .../viewers) of one session; more get 429."""
     lead_frames: int = 4
     """Frames rendered ahead of playout; adds lead x 40 ms of latency and absorbs render jitter."""
     video_bitrate: int = 1_200_000
@@ -97,6 +128,13 @@ class ServerConfig:
         if self.ray_worker_cpus < 0 or self.ray_worker_gpus < 0 or self.sessions_per_worker < 1:
             raise ConfigError("settings 'ray_worker_cpus' and 'ray_worker_gpus' must be >= 0 and "
                               "'sessions_per_worker' >= 1")
+        if min(self.max_broadcasts, self.max_broadcasts_per_client, self.max_viewers) < 0:
+            raise ConfigError("settings 'max_broadcasts', 'max_broadcasts_per_client' and 'max_viewers' must be >= 0")
+        for entry in self.broadcast_targets:
+            try:
+                Listed.parse(entry)
+            except ValueError as exc:
+                raise ConfigError(f"setting 'broadcast_targets': {exc}") from None
         if self.motion_model not in MOTION_MODELS:
             raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
                               f"got {self.motion_model!r}")

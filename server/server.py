@@ -28,6 +28,7 @@ from .errors import ApiError
 from .metrics import Metrics
 from .session import Session, SessionConfig, SessionHooks
 from .signaling import answer, peer_connection
+from .targets import TargetPolicy
 
 if TYPE_CHECKING:
     from .ray_engine import RayEngineClient
@@ -54,6 +55,7 @@ class Server:
         self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
         self._asr_warm: asyncio.Task | None = None
         self._opening: dict[str | None, int] = {}  # sessions being answered, per client address
+        self.broadcast_targets = TargetPolicy(config.broadcast_targets)
         self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars, self.engine_config.size)
         self.started = time.time()
 
@@ -134,12 +136,24 @@ class Server:
         log.info("session %s started: mode %s, avatar %s, client %s", session.id, mode, avatar.name, client)
         return session, local
 
+    def admit_broadcast(self, session: Session) -> None:
+        """429 past the server's or this client's number of broadcasts at once."""
+        running = [s for s in self.sessions.values() if s.broadcast is not None and s is not session]
+        if len(running) >= self.config.max_broadcasts:
+            raise ApiError(429, "too_many_broadcasts", f"this server runs {self.config.max_broadcasts} broadcasts "
+                           "already (max_broadcasts)", {"Retry-After": str(RETRY_AFTER_S)})
+        mine = sum(s.client == session.client for s in running)
+        if mine >= self.config.max_broadcasts_per_client:
+            raise ApiError(429, "too_many_broadcasts", f"this address runs {mine} broadcasts already "
+                           "(max_broadcasts_per_client)", {"Retry-After": str(RETRY_AFTER_S)})
+
     def _new_session(self, mode: str, avatar: Path, client: str | None) -> Session:
         session_id = secrets.token_hex(8)
         open_engine = functools.partial(self.engine.open_session, session_id, str(avatar), secrets.randbits(31))
         config = SessionConfig(self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
                                mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
-                               max_queued=self.config.max_queued_utterances, video_bitrate=self.config.video_bitrate)
+                               max_queued=self.config.max_queued_utterances, video_bitrate=self.config.video_bitrate,
+                               max_viewers=self.config.max_viewers)
         hooks = SessionHooks(self.metrics.ttff.observe, self.metrics.interrupts.inc, self._forget)
         session = Session(session_id, peer_connection(self.config), open_engine, self.tts, config, client, hooks,
                           chat=(self.asr, self.llm))

@@ -34,9 +34,10 @@ from .media_pump import MediaPump
 from .monitor import SessionMonitor
 from .playout import Playout
 from .speech import SpeechQueue
+from .targets import Target
 from .tracks import AvatarAudioTrack, AvatarVideoTrack
 from .utterances import MIRROR, Utterances
-from .viewers import MAX_VIEWERS, SharedEncoder, Viewer
+from .viewers import SharedEncoder, Viewer
 from .whip import WhipBroadcast
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from .audio_sources.llm import ChatLLM
 
 log = logging.getLogger("server.session")
+VIEWER_CONNECT_S = 10.0  # an added viewer that never connects frees its place as soon as a session's offer does
 MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 EngineOpener = Callable[[Callable[[EngineError], None]], SessionEngine]
 """Opens the session's engine session, reporting its failures to the callback given."""
@@ -58,6 +60,7 @@ class SessionConfig:
     echo: bool = True  # mirror mode: play the user's voice back with the face
     delay_frames: int = 0  # the motion model's lookahead: the audio's delay line
     max_queued: int = 16  # utterances waiting, at most
+    max_viewers: int = 16  # added viewers, at most
     video_bitrate: int = 1_200_000  # the most H.264 may send; a narrow link brings it down
 
 
@@ -95,6 +98,7 @@ class Session:
         self.audio = AvatarAudioTrack(self.playout)
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None
+        self.max_viewers = config.max_viewers
         self.broadcast: Broadcast | WhipBroadcast | None = None
         self.viewers: dict[str, Viewer] = {}  # added receive-only viewers, sharing one encode
         self._shared: SharedEncoder | None = None
@@ -157,16 +161,22 @@ class Session:
         self.hub.emit("error", code=code, message=message)
         self.spawn(self.close())
 
-    def start_broadcast(self, url: str) -> None:
-        """Publish this session as it plays: RTMP(S) (server/broadcast.py) or WHIP (server/whip.py)."""
+    def start_broadcast(self, target: Target) -> None:
+        """Publish this session as it plays: RTMP(S) (server/broadcast.py) or WHIP (server/whip.py).
+        It ends with the session (close stops it)."""
+        self._check_open()
         if self.broadcast is not None:
             raise ApiError(409, "broadcast_active", "this session is already broadcasting; DELETE it first")
         if self.playout.encoded:
             self.engine.want_keyframe()  # a broadcast decoding the engine's units starts on one
-        if url.startswith("rtmp"):
-            self.broadcast = Broadcast(url, self.playout, self.hub.emit)
+        if target.scheme.startswith("rtmp"):
+            self.broadcast = Broadcast(target, self.playout, self.hub.emit)
         else:
-            self.broadcast = WhipBroadcast(url, self.playout, self.shared_encoder(), self.hub.emit)
+            self.broadcast = WhipBroadcast(target, self.playout, self.shared_encoder(), self.hub.emit)
+
+    def _check_open(self) -> None:
+        if self.closed.is_set():  # it ended while the request's body was arriving
+            raise ApiError(404, "unknown_session", "no such session (it may have ended)")
 
     def shared_encoder(self) -> SharedEncoder:
         """The one H.264 encode of this session's added viewers and WHIP publisher."""
@@ -176,8 +186,10 @@ class Session:
 
     def new_viewer(self, pc: RTCPeerConnection) -> Viewer:
         """A receive-only viewer of this session (server/viewers.py); the caller answers its offer."""
-        if len(self.viewers) >= MAX_VIEWERS:
-            raise ApiError(429, "too_many_viewers", f"this session has its {MAX_VIEWERS} viewers already")
+        self._check_open()
+        if len(self.viewers) >= self.max_viewers:
+            raise ApiError(429, "too_many_viewers", f"this session has its {self.max_viewers} viewers already "
+                           "(max_viewers)", {"Retry-After": str(int(VIEWER_CONNECT_S))})
         shared = self.shared_encoder()
         viewer = Viewer(pc, self.playout, shared)
         self.viewers[viewer.id] = viewer
@@ -188,7 +200,14 @@ class Session:
                 asyncio.ensure_future(self.drop_viewer(viewer.id))
 
         pc.on("connectionstatechange", gone)
+        self.spawn(self._expire(viewer))
         return viewer
+
+    async def _expire(self, viewer: Viewer) -> None:
+        await asyncio.sleep(VIEWER_CONNECT_S)
+        if viewer.pc.connectionState != "connected":
+            log.info("session %s: viewer %s never connected", self.id, viewer.id)
+            await self.drop_viewer(viewer.id)
 
     async def drop_viewer(self, viewer_id: str) -> bool:
         viewer = self.viewers.pop(viewer_id, None)

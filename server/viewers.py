@@ -35,7 +35,6 @@ from .playout import Playout, hand_on
 from .tracks import VIDEO_CLOCK, AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.viewers")
-MAX_VIEWERS = 50
 QUEUE_TICKS = 8  # pictures waiting for the encoder; more means it fell behind: the oldest go
 UNITS_KEPT = 16  # ticks whose units a late viewer track may still ask for
 UNIT_WAIT_S = 0.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..errors import ApiError
+from ..security import has_token
 from ..server import SERVER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +25,12 @@ async def index(request: web.Request) -> web.FileResponse:
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
+    """Up or not, for anyone (load balancers); the details (workers' processes and hosts,
+    sessions) with the token, or where none is set, to clients on this machine."""
     server = request.app[SERVER]
+    token = server.config.token
+    if not (has_token(request, token) if token else _local(request)):
+        return web.json_response({"status": "ok"})
     cluster = server.engine.load()
     return web.json_response({
         "status": "ok", "sessions": len(server.sessions), "max_sessions": server.config.max_sessions,
@@ -32,6 +39,13 @@ async def healthz(request: web.Request) -> web.Response:
         "worker_restarts": server.engine.restarts, "uptime_s": round(time.time() - server.started, 1),
         **({"cluster": {"sessions": cluster[0], "capacity": cluster[1]}} if cluster else {}),
     })
+
+
+def _local(request: web.Request) -> bool:
+    try:
+        return ipaddress.ip_address((request.remote or "").split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 @routes.get("/metrics")

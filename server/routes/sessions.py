@@ -7,7 +7,6 @@ import asyncio
 from aiohttp import WSMsgType, web
 
 from ..audio_sources.agent_ws import INTERRUPTS, parse_rate, serve_agent_audio
-from ..broadcast import parse_target, public
 from ..conversation import NO_LLM
 from ..errors import ApiError, parse_json, read_body, read_json
 from ..events import event
@@ -50,11 +49,14 @@ async def interrupt(request: web.Request) -> web.Response:
 
 @routes.post("/v1/sessions/{id}/broadcast")
 async def start_broadcast(request: web.Request) -> web.Response:
-    session = _session(request)
+    server = request.app[SERVER]
+    _session(request)  # a 404 before the body is read
     body = await read_json(request)
-    url = parse_target(body.get("url") if isinstance(body, dict) else None)
-    session.start_broadcast(url)
-    return web.json_response({"broadcast": "starting", "target": public(url)}, status=202)
+    target = await server.broadcast_targets.check(body.get("url"))
+    session = _session(request)  # again: it may have ended meanwhile
+    server.admit_broadcast(session)
+    session.start_broadcast(target)
+    return web.json_response({"broadcast": "starting", "target": target.public}, status=202)
 
 
 @routes.delete("/v1/sessions/{id}/broadcast")
@@ -69,6 +71,7 @@ async def add_viewer(request: web.Request) -> web.Response:
     """WHEP for one more viewer of an existing session: an SDP offer in, the answer out."""
     server, session = request.app[SERVER], _session(request)
     sdp = await _sdp_offer(request)
+    session = _session(request)  # again: it may have ended while the offer arrived
     pc = peer_connection(server.config)
     try:
         viewer = session.new_viewer(pc)
@@ -77,6 +80,7 @@ async def add_viewer(request: web.Request) -> web.Response:
         raise
     try:
         local = await answer(pc, sdp, viewer.video, viewer.audio, hear=False)
+        session = _session(request)  # it may have ended while ICE gathered: its viewers with it
     except BaseException:
         await session.drop_viewer(viewer.id)
         raise

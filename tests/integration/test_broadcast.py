@@ -16,10 +16,18 @@ import pytest
 
 from avatar_client import AvatarViewer
 from testkit.rtmp import NginxRtmp
+from testkit.server import ServerProcess
 from tests.integration.test_session import OPEN
 from tests.mouth import dark_pixels
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A server whose operator allows broadcasts to this machine's loopback ingests."""
+    with ServerProcess(env={"AVATAR_BROADCAST_TARGETS": "127.0.0.1"}) as proc:
+        yield proc
 
 
 @dataclass
@@ -215,7 +223,7 @@ async def test_a_session_is_published_to_a_whip_ingest_with_h264_and_opus(server
         async with aiohttp.ClientSession() as http:
             assert (await broadcast(http, server.url, viewer.session_id, url))[0] == 202
             error = await viewer.wait_event("broadcast_error", 10)
-            assert "503" in error["reason"], error
+            assert (error["reason"], error["status"]) == ("refused", 503), error
             ingest.refuse = False
             await viewer.wait_event("broadcast_started", 15, after=error["t"])
             await asyncio.sleep(2.0)

@@ -51,7 +51,7 @@ def avatars_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ray_server(ray_head, avatars_dir):
     env = {"AVATAR_ENGINE": "ray", "AVATAR_RAY_ADDRESS": ray_head, "AVATAR_WORKERS": "1",
-           "AVATAR_AVATARS_DIR": str(avatars_dir)}
+           "AVATAR_AVATARS_DIR": str(avatars_dir), "AVATAR_BROADCAST_TARGETS": "127.0.0.1"}
     with ServerProcess(env) as server:
         yield server
 
