@@ -35,6 +35,7 @@ MIN_SIDE = 128
 MAX_VIDEO_BYTES = 200 * 1024 * 1024
 MAX_PREPARING = 2  # clips prepared at once (each takes a core); more wait for a 429's Retry-After
 MAX_RECEIVING = 3  # clip uploads written to disk at once (each up to MAX_VIDEO_BYTES)
+POOL_IDLE_S = 10.0  # the photo helper ends this long after its last photo (it starts again in 2-3 s)
 FAILED_KEPT = 50  # failed preparations remembered for GET
 UPLOAD_SUFFIX = ".upload"
 FORMATS = {"PNG", "JPEG", "MPO"}  # MPO: a phone's multi-picture JPEG (its first picture is used)
@@ -56,6 +57,7 @@ class AvatarStore:
             for path in sorted(photos + clips, key=lambda p: p.stat().st_mtime)[-limit:]:
                 self.paths[path.name.split(".")[0]] = path
         self._pool: ProcessPoolExecutor | None = None
+        self._idle: asyncio.TimerHandle | None = None
         # One upload in the helper at a time: one that crashes it fails alone.
         self._turn = asyncio.Lock()
         self._receiving = 0  # clips being written to disk now
@@ -91,11 +93,8 @@ class AvatarStore:
         check_image_header(data)
         async with self._turn:  # the cap is checked in turn: concurrent uploads cannot overshoot it
             self._check_room()
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
-            loop = asyncio.get_running_loop()
             try:
-                avatar_id = await loop.run_in_executor(self._pool, prepare_upload, data, str(self.folder))
+                avatar_id = await self._analyse(data)
             except NoFaceError as exc:
                 raise ApiError(422, "no_face", str(exc)) from None
             except BrokenProcessPool:
@@ -103,6 +102,24 @@ class AvatarStore:
                 raise ApiError(422, "bad_image", "the image could not be analysed") from None
             self.paths[avatar_id] = self.folder / f"{avatar_id}.png"
         return avatar_id
+
+    async def _analyse(self, data: bytes) -> str:
+        """The photo prepared by the helper process, started when needed and ended once idle
+        for POOL_IDLE_S (a server that is not taking photos holds no helper)."""
+        if self._idle is not None:
+            self._idle.cancel()
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, prepare_upload, data, str(self.folder))
+        finally:
+            self._idle = loop.call_later(POOL_IDLE_S, self._end_pool)
+
+    def _end_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     @contextlib.contextmanager
     def receiving(self) -> Iterator[None]:
@@ -123,7 +140,8 @@ class AvatarStore:
 
     async def add_video(self, clip: Path, digest: str) -> dict:
         """Start preparing an uploaded clip (already on disk, named by upload_path); 422 if the
-        quick check refuses it. A clip prepared or preparing already is not done twice."""
+        quick check refuses it. A clip prepared or preparing already is not done twice. The
+        check runs outside the store's turn: photo uploads do not wait behind a slow clip."""
         async with self._turn:  # in turn: the same clip uploaded twice at once is prepared once
             known = self.preparing.get(digest)
             if digest in self.paths or (known and known.status == "preparing"):
@@ -134,12 +152,16 @@ class AvatarStore:
                 clip.unlink(missing_ok=True)
                 raise ApiError(429, "busy_preparing", f"{MAX_PREPARING} clips are being prepared; try again "
                                "when one is ready", {"Retry-After": "30"})
-            prep = Preparation(digest, clip)
+            prep = self.preparing[digest] = Preparation(digest, clip)  # holds its place while checked
+        try:
             await video_avatars.start(prep, self.folder, self.size)  # on a 422 it has removed the clip
-            self.preparing[digest] = prep
-            task = asyncio.get_running_loop().create_task(self._settle(prep))
-            self._settling.add(task)
-            task.add_done_callback(self._settling.discard)
+        except BaseException:
+            if self.preparing.get(digest) is prep:
+                del self.preparing[digest]
+            raise
+        task = asyncio.get_running_loop().create_task(self._settle(prep))
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
         return prep.describe()
 
     async def _settle(self, prep: Preparation) -> None:
@@ -172,6 +194,8 @@ class AvatarStore:
 
     async def close(self) -> None:
         await asyncio.gather(*(video_avatars.stop(p) for p in self.preparing.values()), return_exceptions=True)
+        if self._idle is not None:
+            self._idle.cancel()
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 

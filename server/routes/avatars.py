@@ -38,9 +38,9 @@ async def avatars_add(request: web.Request) -> web.Response:
     if request.content_type.startswith("multipart/"):
         part = await _first_file_part(request)
         if _is_video(part):
-            with server.avatars.receiving():
+            with server.avatars.receiving():  # arriving or being checked: on disk, and not yet counted
                 clip, digest = await _save_video(part, server.avatars.upload_path(secrets.token_hex(8)))
-            described = await server.avatars.add_video(clip, digest)
+                described = await server.avatars.add_video(clip, digest)
             return web.json_response(described, status=200 if described["status"] == "ready" else 202)
         data = await _read_image(part)
     else:

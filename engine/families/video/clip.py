@@ -18,6 +18,17 @@ from engine.config import FPS
 SUFFIXES = (".mp4", ".mov", ".webm", ".m4v", ".mkv")  # what is taken for a clip (else a photo)
 MIN_SECONDS = 10.0
 MAX_SECONDS = 300.0
+MAX_SIDE = 4096  # refused from the header, before a frame is decoded
+OVERRUN_S = 1.0  # frames this far past the header's length are not read
+# FFmpeg opens a clip only as one of these containers, and only from its own file: a
+# playlist (concat, HLS), an image pattern or a reference to another file or URL inside
+# an upload is refused, not followed (QuickTime's external data references stay off).
+# FLV: the training data's CREMA-D takes; it references nothing either.
+DEMUXERS = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,flv"
+OPEN_OPTIONS = {"format_whitelist": DEMUXERS, "protocol_whitelist": "file", "enable_drefs": "0"}
+MP4_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide", b"pnot")
+EBML = b"\x1a\x45\xdf\xa3"  # Matroska and WebM
+FLV = b"FLV"
 
 
 class ClipError(ValueError):
@@ -36,12 +47,23 @@ class ClipInfo:
     frames: int  # on the 25 fps timeline
 
 
+def open_clip(path: Path):  # type: ignore[no-untyped-def]  # PyAV's types
+    """The clip's container, if the file is what a clip claims to be (MP4/MOV or Matroska/WebM)."""
+    import av
+
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[4:8] not in MP4_BOXES and head[:4] != EBML and head[:3] != FLV:
+        raise ClipError("unsupported_format", "the file is not an MP4, MOV, WebM or Matroska video")
+    return av.open(str(path), container_options=OPEN_OPTIONS)
+
+
 def probe(path: Path) -> ClipInfo:
-    """Open the clip and check its stream and length, reading only the header."""
+    """Open the clip and check its stream, size and length, reading only the header."""
     import av
 
     try:
-        with av.open(str(path)) as container:
+        with open_clip(path) as container:
             if not container.streams.video:
                 raise ClipError("no_video", "the file has no video stream; upload a video of the person talking")
             video = container.streams.video[0]
@@ -51,6 +73,8 @@ def probe(path: Path) -> ClipInfo:
         raise ClipError("unreadable", f"the file is not a video we can read ({_reason(exc)})") from None
     if seconds <= 0 or width <= 0:
         raise ClipError("unreadable", "the video stream holds no frames we can read")
+    if max(width, height) > MAX_SIDE:
+        raise ClipError("video_too_large", f"the video is {width}x{height}; sides are limited to {MAX_SIDE} pixels")
     if seconds < MIN_SECONDS:
         raise ClipError("too_short", f"the clip is {seconds:.1f} s long; it needs at least {MIN_SECONDS:.0f} s "
                         "of the person talking")
@@ -78,14 +102,17 @@ def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = No
 
     Tick k (k / FPS seconds after the first frame, up to the last frame's time) takes the
     source frame nearest it (the earlier one on a tie). Deciding needs only the frame after,
-    so one decoded frame is held at a time, whatever the clip's length.
+    so one decoded frame is held at a time, whatever the clip's length. Frames past the
+    length its header declares (probe checked that one) are not read: a lying header
+    cannot make the work longer than the clip it claims to be.
     """
     import av
 
     try:
-        with av.open(str(path)) as container:
+        with open_clip(path) as container:
             video = container.streams.video[0]
             video.thread_type = "AUTO"
+            declared = _seconds(container, video)
             tick, start, held = 0, None, None  # held: (time, frame) of the latest frame decoded
             for frame in container.decode(video):
                 if frame.pts is None or video.time_base is None:
@@ -93,6 +120,8 @@ def frames(path: Path, transform: Callable[[np.ndarray], np.ndarray] | None = No
                 t = float(frame.pts * video.time_base)
                 start = t if start is None else start
                 t -= start
+                if declared and t > declared + OVERRUN_S:
+                    break
                 rgb = frame.to_ndarray(format="rgb24")
                 out = transform(rgb) if transform else rgb
                 # the ticks between the held frame and this one (int(): the last tick is the
@@ -114,7 +143,7 @@ def samples(path: Path, seconds: list[float]) -> Iterator[np.ndarray]:
     import av
 
     try:
-        with av.open(str(path)) as container:
+        with open_clip(path) as container:
             video = container.streams.video[0]
             base = video.time_base
             start = video.start_time or 0
@@ -134,18 +163,22 @@ def sound(path: Path) -> np.ndarray | None:
 
     from engine.config import SAMPLE_RATE
 
-    with av.open(str(path)) as container:
+    with open_clip(path) as container:
         if not container.streams.audio or not container.streams.video:
             return None
         video_start = _first_frame_time(container)
-    with av.open(str(path)) as container:
+        declared = _seconds(container, container.streams.video[0])
+    with open_clip(path) as container:
         audio = container.streams.audio[0]
         resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
         blocks, audio_start = [], None
         try:
             for frame in container.decode(audio):
-                if audio_start is None and frame.pts is not None and audio.time_base is not None:
-                    audio_start = float(frame.pts * audio.time_base)
+                if frame.pts is not None and audio.time_base is not None:
+                    at = float(frame.pts * audio.time_base)
+                    audio_start = at if audio_start is None else audio_start
+                    if at - video_start > declared + OVERRUN_S:
+                        break
                 blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
             blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
         except av.error.FFmpegError:

@@ -32,6 +32,8 @@ MIN_FACE_PX = 80  # face height (forehead to chin) in the source
 MAX_TURN = 0.22  # median nose offset from the cheeks' midpoint, in face widths (about 35 degrees)
 SECOND_SHARE = 0.2  # two faces in this share of the checked frames means two people
 COUNT_EVERY = 12  # frames between face counts (the detector costs as much as the mesh)
+CPU_LIMIT_S = 1200  # the helper's CPU time: a 5-minute 1080p clip takes about a third of it
+MEMORY_LIMIT = 6 << 30  # its address space (the mesh's runtime maps about 1.5 GB)
 SCENE_CUT = 0.3  # share of the colour histogram that moves between two frames at a cut
 FRAMING = 2.3  # the crop's side in face heights, as for photos (head and shoulders)
 
@@ -236,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--size", type=int, default=512)
     args = parser.parse_args(argv)
+    limit_resources()
 
     def say(**message: object) -> None:
         sys.stdout.write(json.dumps(message) + "\n")
@@ -250,6 +253,15 @@ def main(argv: list[str] | None = None) -> None:
         say(error=exc.code, reason=str(exc))
         raise SystemExit(2) from None
     say(avatar_id=avatar_id)
+
+
+def limit_resources() -> None:
+    """Bound what one clip can cost, whatever it holds: past the CPU limit the kernel ends
+    the helper (the server reports the preparation failed); past the memory one, allocations fail."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S + 5))
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 if __name__ == "__main__":
