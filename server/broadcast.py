@@ -106,8 +106,9 @@ class Broadcast:
             ended = await _message(publisher)
             return True, str(ended.get("error", "timeout" if self._full_since else "dropped"))
         finally:
+            graceful = self._publisher is publisher  # a publisher still connecting has nothing to flush
             self._publisher, self._full_since = None, None
-            await _end(publisher)
+            await _end(publisher, graceful)
 
 
 async def _message(publisher: asyncio.subprocess.Process) -> dict:
@@ -121,11 +122,13 @@ async def _message(publisher: asyncio.subprocess.Process) -> dict:
     return {}
 
 
-async def _end(publisher: asyncio.subprocess.Process) -> None:
-    """Close its input (it flushes and closes the stream), killed if it does not exit in time;
-    reaped either way, also when the caller is being cancelled."""
+async def _end(publisher: asyncio.subprocess.Process, graceful: bool) -> None:
+    """Close its input (it flushes and closes the stream), killed if it does not exit in time
+    or has nothing to flush; reaped either way, also when the caller is being cancelled."""
     assert publisher.stdin is not None
     publisher.stdin.close()
+    if not graceful and publisher.returncode is None:
+        publisher.kill()
     try:
         await asyncio.shield(asyncio.wait_for(publisher.wait(), END_TIMEOUT_S))
     except (TimeoutError, asyncio.CancelledError):
