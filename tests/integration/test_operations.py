@@ -38,7 +38,7 @@ class TokenViewer(AvatarViewer):
 
 
 async def health(url: str) -> dict:
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=AUTH) as http:  # the details need the token
         async with http.get(url + "/healthz") as res:
             return await res.json()
 
@@ -59,7 +59,10 @@ async def test_requests_without_the_token_are_refused(ops_server):
         async with http.get(ops_server.url + "/v1/avatars", headers=lower) as res:
             assert res.status == 200  # auth schemes are case-insensitive (RFC 9110)
         async with http.get(ops_server.url + "/healthz") as res:
-            assert res.status == 200  # health stays open for load balancers
+            assert res.status == 200  # health stays open for load balancers, and says no more than that
+            assert await res.json() == {"status": "ok"}
+        async with http.get(ops_server.url + "/metrics") as res:
+            assert res.status == 401
 
 
 async def test_cors_lets_allowed_origins_embed_and_no_one_else(ops_server):

@@ -20,7 +20,7 @@ from aiortc import RTCPeerConnection
 
 from avatar_client import AvatarViewer
 from testkit.hostile import SECRET, HostileNetwork
-from testkit.server import ServerProcess
+from testkit.server import ROOT, ServerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -351,6 +351,14 @@ async def test_uploads_that_are_not_clips_or_are_too_large_are_refused_from_thei
     async with aiohttp.ClientSession() as http:
         async with http.get(guarded.url + "/v1/avatars") as res:
             assert [a["avatar_id"] for a in await res.json()] == ["default"]
+        form = aiohttp.FormData()  # a photo starts the photo helper; the last test sees it end
+        form.add_field("image", (ROOT / "assets" / "closed-mouth.png").read_bytes(), filename="me.png",
+                       content_type="image/png")
+        async with http.post(guarded.url + "/v1/avatars", data=form) as res:
+            assert res.status == 201, await res.text()
+            avatar_id = (await res.json())["avatar_id"]
+        async with http.delete(f"{guarded.url}/v1/avatars/{avatar_id}") as res:
+            assert res.status == 204
 
 
 # --- afterwards: everything back where it was ---------------------------------------------------
