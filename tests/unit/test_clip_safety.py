@@ -48,7 +48,7 @@ def test_playlists_and_other_formats_are_refused_before_ffmpeg_reads_them(tmp_pa
     playlist.write_text("ffconcat version 1.0\nfile 'default.png'\n")
     with pytest.raises(ClipError) as err:
         probe(playlist)
-    assert err.value.code == "unsupported_format"
+    assert err.value.code == "unreadable" and "MP4" in str(err.value)
     disguised = tmp_path / "b.upload"  # MP4's first box, then a playlist: the MP4 reader alone sees it
     disguised.write_bytes(b"\x00\x00\x00\x18ftypisom#EXTM3U\n#EXTINF:10,\nfile:///etc/passwd\n")
     with pytest.raises(ClipError) as err:

@@ -23,12 +23,12 @@ OVERRUN_S = 1.0  # frames this far past the header's length are not read
 # FFmpeg opens a clip only as one of these containers, and only from its own file: a
 # playlist (concat, HLS), an image pattern or a reference to another file or URL inside
 # an upload is refused, not followed (QuickTime's external data references stay off).
-# FLV: the training data's CREMA-D takes; it references nothing either.
-DEMUXERS = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,flv"
+# FLV and MPEG-PS: the training data's CREMA-D and GRID takes; they reference nothing either.
+DEMUXERS = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,flv,mpeg"
 OPEN_OPTIONS = {"format_whitelist": DEMUXERS, "protocol_whitelist": "file", "enable_drefs": "0"}
 MP4_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide", b"pnot")
 EBML = b"\x1a\x45\xdf\xa3"  # Matroska and WebM
-FLV = b"FLV"
+OTHERS = (b"FLV", b"\x00\x00\x01\xba")  # FLV, an MPEG program stream's pack header
 
 
 class ClipError(ValueError):
@@ -53,8 +53,8 @@ def open_clip(path: Path):  # type: ignore[no-untyped-def]  # PyAV's types
 
     with open(path, "rb") as f:
         head = f.read(8)
-    if head[4:8] not in MP4_BOXES and head[:4] != EBML and head[:3] != FLV:
-        raise ClipError("unsupported_format", "the file is not an MP4, MOV, WebM or Matroska video")
+    if head[4:8] not in MP4_BOXES and head[:4] != EBML and not head.startswith(OTHERS):
+        raise ClipError("unreadable", "the file is not a video we can read (MP4, MOV, WebM or Matroska)")
     return av.open(str(path), container_options=OPEN_OPTIONS)
 
 
