@@ -5,8 +5,8 @@ config lists ingest hosts (`broadcast_targets`, `host` or `host:port`), and noth
 is ever connected to. A client's URL is parsed strictly (lower-case scheme, printable
 ASCII only, no credentials, no FFmpeg-style options, a bounded length), must name a
 listed host, and is resolved here, once: every address it resolves to must be public,
-unless the operator listed an address of its own kind (an IP literal, or `localhost`
-for loopback), so a listed name that points inside the network is refused too. The WHIP
+unless the operator listed that very address (an IP literal), or `localhost` for
+loopback, so a listed name that points inside the network is refused too. The WHIP
 publisher connects to exactly the addresses resolved here.
 """
 
@@ -81,7 +81,7 @@ class Listed:
         return cls(host, port)
 
     def allows(self, address: Address) -> bool:
-        """A non-public address is allowed only where this entry names one of its kind."""
+        """A non-public address is allowed only where this entry names it (or is `localhost`, for loopback)."""
         if self.host == "localhost":
             return address.is_loopback
         try:
@@ -145,7 +145,7 @@ class TargetPolicy:
             raise TargetRefused(f"{_netloc(host, port)} is not an ingest this server may publish to")
         addresses = await _resolve(host, port)
         internal = [a for a in addresses if not _public(a)]
-        if any(not any(e.allows(a) for e in entries) for a in internal):
+        if any(not any(e.allows(a) for e in self.listed) for a in internal):
             raise TargetRefused(f"{host} resolves to an address that is not public; the operator may list "
                                 "that address itself to allow it")
         return Target(str(url), scheme, host, port, tuple(str(a) for a in addresses), bool(internal))

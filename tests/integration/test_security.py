@@ -182,6 +182,8 @@ async def test_an_ingest_that_never_answers_costs_other_sessions_nothing(guarded
         print(f"/healthz: {len(times)} requests, p95 {p95 * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
         assert p95 < 0.1 and max(times) < 1.0, f"/healthz p95 {p95 * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
         assert await stop_broadcast(guarded.url, caster.session_id) == 204
+        guarded.log.flush()
+        assert "secret-key" not in Path(guarded.log.name).read_text(), "the stream key reached the log"
     finally:
         await caster.close()
         await other.close()
