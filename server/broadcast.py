@@ -42,9 +42,11 @@ BUFFER_TICKS = FPS  # a second of raw ticks in the pipe at most
 class Broadcast:
     """See the module docstring. `emit(type, **fields)` reports to the session's events."""
 
-    def __init__(self, target: Target, playout: Playout, emit: Callable[..., Any]):
+    def __init__(self, target: Target, playout: Playout, emit: Callable[..., Any],
+                 want_keyframe: Callable[[], None] = lambda: None):
+        """`want_keyframe`: asks the engine for one (its encoded units must start on one)."""
         self.target, self.size, self.playout = target, playout.size, playout
-        self._emit = emit
+        self._emit, self._want_keyframe = emit, want_keyframe
         self.dropped = 0  # ticks lost to a full pipe (the ingest or the encoder too slow)
         self._publisher: asyncio.subprocess.Process | None = None
         self._full_since: float | None = None
@@ -102,6 +104,8 @@ class Broadcast:
             if not first.get("started"):
                 return False, str(first.get("error", "failed"))
             self._publisher = publisher
+            if self.playout.encoded:
+                self._want_keyframe()  # the publisher decodes the Ray engine's units from here on
             self._report("broadcast_started")
             ended = await _message(publisher)
             return True, str(ended.get("error", "timeout" if self._full_since else "dropped"))

@@ -167,10 +167,8 @@ class Session:
         self._check_open()
         if self.broadcast is not None:
             raise ApiError(409, "broadcast_active", "this session is already broadcasting; DELETE it first")
-        if self.playout.encoded:
-            self.engine.want_keyframe()  # a broadcast decoding the engine's units starts on one
         if target.scheme.startswith("rtmp"):
-            self.broadcast = Broadcast(target, self.playout, self.hub.emit)
+            self.broadcast = Broadcast(target, self.playout, self.hub.emit, self.engine.want_keyframe)
         else:
             self.broadcast = WhipBroadcast(target, self.playout, self.shared_encoder(), self.hub.emit)
 
