@@ -18,8 +18,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from avatar_client import AvatarViewer  # noqa: E402
-from bench.viewers import cpu_percent, speaking  # noqa: E402
+from bench.viewers import cpu_percent, one_and_two_sessions, speaking  # noqa: E402
 from testkit.rtmp import NginxRtmp  # noqa: E402
 from testkit.server import ServerProcess  # noqa: E402
 
@@ -29,20 +28,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
     with NginxRtmp() as ingest, ServerProcess(env={"AVATAR_BROADCAST_TARGETS": "127.0.0.1"}) as server:
-        first = AvatarViewer(server.url)
-        await first.connect()
-        await first.wait_frames(50)
-        await speaking([first])
-        one_session = await cpu_percent(server.proc.pid, args.seconds)
-
-        second = AvatarViewer(server.url)
-        await second.connect()
-        await second.wait_frames(50)
-        await speaking([first, second])
-        two_sessions = await cpu_percent(server.proc.pid, args.seconds)
-        await second.close()
-        await asyncio.sleep(2.0)
-
+        first, one_session, two_sessions = await one_and_two_sessions(server, args.seconds)
         events = await first.record_events()
         async with aiohttp.ClientSession() as http:
             async with http.post(f"{server.url}/v1/sessions/{first.session_id}/broadcast",

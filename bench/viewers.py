@@ -47,25 +47,31 @@ async def speaking(owners: list[AvatarViewer]) -> None:
     await asyncio.sleep(1.0)
 
 
+async def one_and_two_sessions(server: ServerProcess, seconds: float) -> tuple[AvatarViewer, float, float]:
+    """The server's CPU with one speaking session, then with a second one (the baseline of a
+    bench's added cost); the first session is left playing."""
+    first = AvatarViewer(server.url)
+    await first.connect()
+    await first.wait_frames(50)
+    await speaking([first])
+    one_session = await cpu_percent(server.proc.pid, seconds)
+    second = AvatarViewer(server.url)
+    await second.connect()
+    await second.wait_frames(50)
+    await speaking([first, second])
+    two_sessions = await cpu_percent(server.proc.pid, seconds)
+    await second.close()
+    await asyncio.sleep(2.0)
+    return first, one_session, two_sessions
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--viewers", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
     with ServerProcess(env={"AVATAR_MAX_SESSIONS": "8"}) as server:
-        first = AvatarViewer(server.url)
-        await first.connect()
-        await first.wait_frames(50)
-        await speaking([first])
-        one_session = await cpu_percent(server.proc.pid, args.seconds)
-
-        second = AvatarViewer(server.url)
-        await second.connect()
-        await second.wait_frames(50)
-        await speaking([first, second])
-        two_sessions = await cpu_percent(server.proc.pid, args.seconds)
-        await second.close()
-        await asyncio.sleep(2.0)
+        first, one_session, two_sessions = await one_and_two_sessions(server, args.seconds)
 
         path = f"/v1/sessions/{first.session_id}/viewers"
         viewers = [WhepViewer(server.url, path, pictures=False) for _ in range(args.viewers)]

@@ -27,6 +27,7 @@ import numpy as np
 
 from engine.config import FPS
 
+from .child import next_message
 from .playout import Playout
 from .rtmp_publisher import encode_tick
 from .targets import Target
@@ -98,7 +99,7 @@ class Broadcast:
         publisher.stdin.write(json.dumps({"url": self.target.url, "size": self.size}).encode() + b"\n")
         try:
             try:
-                first = await asyncio.wait_for(_message(publisher), OPEN_TIMEOUT_S)
+                first = await asyncio.wait_for(next_message(publisher), OPEN_TIMEOUT_S)
             except TimeoutError:
                 return False, "timeout"
             if not first.get("started"):
@@ -107,23 +108,12 @@ class Broadcast:
             if self.playout.encoded:
                 self._want_keyframe()  # the publisher decodes the Ray engine's units from here on
             self._report("broadcast_started")
-            ended = await _message(publisher)
+            ended = await next_message(publisher)
             return True, str(ended.get("error", "timeout" if self._full_since else "dropped"))
         finally:
             graceful = self._publisher is publisher  # a publisher still connecting has nothing to flush
             self._publisher, self._full_since = None, None
             await _end(publisher, graceful)
-
-
-async def _message(publisher: asyncio.subprocess.Process) -> dict:
-    """The publisher's next JSON line ({} once it has exited)."""
-    assert publisher.stdout is not None
-    while line := await publisher.stdout.readline():
-        with contextlib.suppress(ValueError):
-            message = json.loads(line)
-            if isinstance(message, dict):
-                return message
-    return {}
 
 
 async def _end(publisher: asyncio.subprocess.Process, graceful: bool) -> None:

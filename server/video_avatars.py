@@ -10,8 +10,6 @@ lower priority than live sessions, and is killed with its avatar's DELETE or the
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import os
 import shutil
@@ -19,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .child import next_message
 from .errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -55,7 +54,7 @@ async def start(prep: Preparation, folder: Path, size: int) -> None:
         "--size", str(size), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL, env=_helper_env())
     try:
-        first = await asyncio.wait_for(_message(prep.process), CHECK_TIMEOUT_S)
+        first = await asyncio.wait_for(next_message(prep.process), CHECK_TIMEOUT_S)
     except TimeoutError:
         first = {"error": "unreadable", "reason": "the clip could not be read in time"}
     if not first.get("checked"):
@@ -71,7 +70,7 @@ async def _follow(prep: Preparation) -> None:
     assert prep.process is not None
     outcome, reason = "failed", "the preparation was stopped"
     try:
-        while message := await _message(prep.process):
+        while message := await next_message(prep.process):
             if "progress" in message:
                 prep.progress, prep.stage = min(float(message["progress"]), 0.999), str(message.get("stage", ""))
             elif "avatar_id" in message:
@@ -86,17 +85,6 @@ async def _follow(prep: Preparation) -> None:
         prep.progress = 1.0 if outcome == "ready" else prep.progress
         prep.done.set()
         log.info("video avatar %s %s %s", prep.avatar_id, outcome, reason)
-
-
-async def _message(process: asyncio.subprocess.Process) -> dict:
-    """The helper's next JSON line ({} at its end; a line that is not JSON is skipped)."""
-    assert process.stdout is not None
-    while line := await process.stdout.readline():
-        with contextlib.suppress(ValueError):
-            message = json.loads(line)
-            if isinstance(message, dict):
-                return message
-    return {}
 
 
 async def stop(prep: Preparation) -> None:

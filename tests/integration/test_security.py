@@ -21,6 +21,7 @@ from aiortc import RTCPeerConnection
 from avatar_client import AvatarViewer
 from testkit.hostile import SECRET, HostileNetwork
 from testkit.server import ROOT, ServerProcess
+from tests.unit.test_clip_safety import wide_clip
 
 pytestmark = pytest.mark.integration
 
@@ -324,23 +325,6 @@ async def upload_video(url: str, data: bytes, name: str) -> tuple[int, dict, flo
             return res.status, await res.json(), time.monotonic() - started
 
 
-def wide_clip(path: Path) -> bytes:
-    """12 s of a 4112-pixel-wide picture: refused from its header."""
-    import av
-
-    with av.open(str(path), "w", format="matroska") as out:
-        stream = out.add_stream("libx264", rate=25)
-        stream.width, stream.height, stream.pix_fmt = 4112, 64, "yuv420p"
-        for i in range(300):
-            frame = av.VideoFrame.from_ndarray(np.zeros((96, 4112), np.uint8), format="yuv420p")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path.read_bytes()
-
-
 async def test_uploads_that_are_not_clips_or_are_too_large_are_refused_from_their_header(guarded, tmp_path):
     playlist = b"ffconcat version 1.0\nfile '../default.png'\nfile 'default.png'\n"
     status, body, _ = await upload_video(guarded.url, playlist, "a.mp4")
@@ -348,7 +332,7 @@ async def test_uploads_that_are_not_clips_or_are_too_large_are_refused_from_thei
     hls = b"\x00\x00\x00\x18ftypisom#EXTM3U\n#EXTINF:10,\nfile:///etc/passwd\n"
     status, body, _ = await upload_video(guarded.url, hls, "b.mp4")
     assert (status, body["error"]["code"]) == (422, "unreadable"), body
-    status, body, _ = await upload_video(guarded.url, wide_clip(tmp_path / "wide.mkv"), "wide.mkv")
+    status, body, _ = await upload_video(guarded.url, wide_clip(tmp_path / "wide.mkv").read_bytes(), "wide.mkv")
     assert (status, body["error"]["code"]) == (422, "video_too_large"), body
     async with aiohttp.ClientSession() as http:
         async with http.get(guarded.url + "/v1/avatars") as res:

@@ -56,8 +56,8 @@ def test_playlists_and_other_formats_are_refused_before_ffmpeg_reads_them(tmp_pa
     assert err.value.code == "unreadable"
 
 
-def test_a_picture_wider_than_4096_is_refused_from_the_header(tmp_path):
-    path = tmp_path / "wide.mkv"
+def wide_clip(path: Path) -> Path:
+    """12 s of a 4112-pixel-wide picture (small on disk: refused from its header)."""
     with av.open(str(path), "w", format="matroska") as out:
         stream = out.add_stream("mpeg4", rate=25)
         stream.width, stream.height = 4112, 64
@@ -68,6 +68,10 @@ def test_a_picture_wider_than_4096_is_refused_from_the_header(tmp_path):
                 out.mux(packet)
         for packet in stream.encode(None):
             out.mux(packet)
+    return path
+
+
+def test_a_picture_wider_than_4096_is_refused_from_the_header(tmp_path):
     with pytest.raises(ClipError) as err:
-        probe(path)
+        probe(wide_clip(tmp_path / "wide.mkv"))
     assert err.value.code == "video_too_large"
