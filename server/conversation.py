@@ -78,6 +78,9 @@ class Conversation:
         if self._early is not None and not self._early[1].done():
             return  # one at a time: when it ends, a newer pause starts the next
         voiced = self.detector.voiced
+        # the turn waits for its words: on a busy machine Whisper can take longer than the
+        # usual hangover, and a turn ended before them would answer a sentence cut in half
+        self.detector.hangover_ms = max(self.detector.hangover_ms, self.vad.incomplete_hangover_ms)
         early = asyncio.ensure_future(self.asr.transcribe(self.detector.audio()))
         early.add_done_callback(lambda f: self._decide(voiced, f))
         self._early = (voiced, early)
@@ -86,7 +89,10 @@ class Conversation:
         """When the turn ends, from its words so far: soon after a whole sentence, late
         after one cut off or trailing away, at the usual hangover without words."""
         detector = self.detector
-        if early.cancelled() or early.exception() is not None or not detector.speaking:
+        if not detector.speaking:
+            return
+        if early.cancelled() or early.exception() is not None:
+            detector.hangover_ms = self.vad.hangover_ms  # no words to go by: the usual hangover
             return
         if detector.voiced != voiced:  # the speaker went on: these words are not the turn's
             if detector.silence_ms >= self.vad.pause_ms:
