@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first.
-.PHONY: run test setup bench motion-data real-data train-motion train-closure eval-motion
+.PHONY: run test setup bench motion-data real-data train-motion train-closure eval-motion judge-motion
 
 setup:
 	@scripts/setup.sh
@@ -33,3 +33,6 @@ train-closure: setup
 
 eval-motion: setup
 	.venv/bin/python -m training.motion.real_eval --data .cache/real-data --sheets .cache/sheets
+
+judge-motion: setup
+	.venv/bin/python -m training.motion.judge --out .cache/judge --sheet .cache/judge/sheet.png

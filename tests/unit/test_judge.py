@@ -1,0 +1,78 @@
+"""The lip-sync judge (training/motion/judge.py): its figures, and the script end to end."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.core import motion
+from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
+from engine.families.portrait.rig import FaceRig
+from training.motion.judge import clip_scores, held_out, summary
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def syllables(frames: int = 200, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.convolve(rng.random(frames) ** 3, np.hanning(7), "same") / 3
+
+
+def test_a_late_mouth_is_found_at_its_lag_and_a_wide_one_in_its_ratios():
+    real = syllables()
+    ours = 2 * np.concatenate([np.zeros(2), real[:-2]])  # two frames late, twice as wide
+    thick = np.full_like(real, 0.2)
+    scores = clip_scores({"opening": ours, "thickness": thick}, {"opening": real, "thickness": thick * (1 + real)})
+    assert scores["best_lag"] == -2 and scores["best_corr"] > 0.99
+    assert scores["corr"] < 0.8
+    assert scores["std_ratio"] == pytest.approx(2, rel=0.05) and scores["p95_ratio"] == pytest.approx(2, rel=0.05)
+    assert scores["thickness_ratio"] == pytest.approx(1.0) and scores["real_thickness_ratio"] > 1.05
+
+
+def test_every_speaker_weighs_the_same_however_many_clips_they_have():
+    row = {"best_corr": 0, "std_ratio": 1, "p95_ratio": 1, "thickness_ratio": 1, "real_thickness_ratio": 1}
+    rows = [dict(row, speaker="many", corr=0.9, p95=0.2 + i / 100, real_p95=0.1 + i / 100) for i in range(10)]
+    rows.append(dict(row, speaker="one", corr=0.1, p95=0.3, real_p95=0.3))
+    result = summary(rows)
+    assert result["corr"] == pytest.approx(0.5)
+    assert result["speakers"]["many"]["clips"] == 10 and result["peak_corr"] > 0.5
+
+
+def test_the_held_out_set_has_four_speakers_from_three_sources_and_none_trained_on():
+    clips = held_out()
+    assert {c.speaker for c in clips} == {"grid-other", "crema-1001", "obama", "reagan"}
+    assert len({c.source for c in clips}) >= 3
+    assert not any("grid-s1" in str(c.path) for c in clips)
+
+
+def test_lips_get_thicker_as_they_part():
+    rig = FaceRig(np.load(cache_path(DEFAULT_AVATAR))[:468].astype(np.float32))
+
+    def heights(jaw: float) -> tuple[float, float]:
+        coeffs = motion.zeros(1)[0]
+        coeffs[motion.INDEX["jaw_open"]] = jaw
+        y = (rig.points + rig.displacement(coeffs)) @ rig.frame.down
+        return y[rig.index[13]] - y[rig.index[0]], y[rig.index[17]] - y[rig.index[14]]
+
+    # from 0.4 on, the closure of the shut lips is fully released: what is left is the swell
+    (upper_part, lower_part), (upper_wide, lower_wide) = heights(0.4), heights(0.8)
+    assert lower_wide > 1.05 * lower_part, "the lower lip thickens"
+    assert upper_wide > 1.05 * upper_part, "the upper lip thickens"
+
+
+def test_the_judge_runs_end_to_end_on_a_few_real_clips(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "training.motion.judge", "--out", str(tmp_path), "--limit", "1",
+                          "--speakers", "grid-other", "crema-1001", "--systems", "dit", "loudness"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert result["clips"] == 2
+    for system in ("dit", "loudness"):
+        assert set(result[system]["speakers"]) == {"grid-other", "crema-1001"}
+        assert -1 <= result[system]["corr"] <= result[system]["best_corr"] <= 1
+    assert result["dit"]["corr"] > result["loudness"]["corr"], "the model follows real mouths better than loudness"
+    assert result["dit"]["closures"] > 0 and result["dit"]["open_vowels"] > 0
