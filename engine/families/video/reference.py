@@ -16,7 +16,8 @@ import cv2
 import numpy as np
 
 SUFFIX = ".clip.npz"
-FORMAT = 1  # raised whenever the fields change: an older file is prepared again, not misread
+FORMAT = 2  # raised whenever the fields or their meaning change: an older file is prepared again,
+# not misread. 2: the mouth gain is against the motion stage's published jaw at jaw_gain 0.65
 
 
 class StaleReference(ValueError):
