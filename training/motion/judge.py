@@ -38,7 +38,8 @@ import numpy as np  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
 from engine.families.video.tracking import track_landmarks  # noqa: E402
 
-from .real_faces import REAL_TALKING, read_clip  # noqa: E402
+from .real_data import lagged_corr  # noqa: E402
+from .real_faces import REAL_TALKING, Clip, read_clip  # noqa: E402
 
 WIDTH = 256  # the judge scales every frame to this width before tracking
 MAX_LAG = 3
@@ -46,24 +47,18 @@ SHARE = 0.2  # widest / most shut fifth of frames for the lip thickness ratio
 
 
 @dataclass(frozen=True)
-class HeldOut:
-    path: Path
+class HeldOut(Clip):
     speaker: str
-    source: str
-
-    @property
-    def name(self) -> str:
-        return self.path.stem
 
 
 def held_out(root: Path = REAL_TALKING) -> list[HeldOut]:
     """Every real clip of a speaker no model here trains on (GRID s1 is the one trained on).
     The other GRID speakers' names are not known, so they count as one speaker together."""
-    out = [HeldOut(p, "grid-other", "grid") for p in sorted((root / "grid-samples").glob("*.mpg"))]
-    out += [HeldOut(p, "crema-1001", "crema-d") for p in sorted((root / "crema-d").glob("*.flv"))]
-    out += [HeldOut(p, "obama", "white-house") for p in sorted((root / "obama-weekly-address").glob("*.mp4"))]
+    out = [HeldOut("grid", p, "grid-other") for p in sorted((root / "grid-samples").glob("*.mpg"))]
+    out += [HeldOut("crema-d", p, "crema-1001") for p in sorted((root / "crema-d").glob("*.flv"))]
+    out += [HeldOut("white-house", p, "obama") for p in sorted((root / "obama-weekly-address").glob("*.mp4"))]
     for p in sorted((root / "public-domain-addresses").glob("*.mp4")):
-        out.append(HeldOut(p, "reagan" if p.stem.startswith("reagan") else "obama", "public-domain-addresses"))
+        out.append(HeldOut("public-domain-addresses", p, "reagan" if p.stem.startswith("reagan") else "obama"))
     return out
 
 
@@ -72,33 +67,27 @@ def scaled(rgb: np.ndarray) -> np.ndarray:
     return cv2.resize(rgb, (WIDTH, round(h * WIDTH / w)), interpolation=cv2.INTER_AREA)
 
 
-def mouth_measures(frames) -> dict[str, np.ndarray]:
-    """Opening and lip thickness per frame, in eye distances (NaN where no face is found)."""
-    lm = track_landmarks(scaled(f) for f in frames)
+def landmarks(frames) -> np.ndarray:
+    """(T, 468, 2) landmarks of frames scaled to WIDTH, in those pixels (NaN where no face is found)."""
+    return track_landmarks(scaled(f) for f in frames)
+
+
+def mouth_measures(lm: np.ndarray) -> dict[str, np.ndarray]:
+    """Opening and lip thickness per frame, in eye distances."""
     eye = np.linalg.norm(lm[:, 263] - lm[:, 33], axis=-1)
     dist = lambda a, b: np.linalg.norm(lm[:, a] - lm[:, b], axis=-1) / eye  # noqa: E731
     return {"opening": dist(13, 14), "thickness": dist(0, 13) + dist(14, 17)}
 
 
 def real_measures(clip: HeldOut, cache: Path) -> dict[str, np.ndarray]:
-    """The real clip's sound (48 kHz, from its first frame) and its mouth, cached."""
+    """The real clip's sound (48 kHz, from its first frame), landmarks and mouth, cached."""
     path = cache / "real" / f"{clip.name}.npz"
     if not path.exists():
         frames, pcm = read_clip(clip.path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        measured = mouth_measures(frames)
-        np.savez(path, pcm=pcm, opening=measured["opening"], thickness=measured["thickness"])
+        np.savez(path, pcm=pcm, landmarks=landmarks(frames))
     with np.load(path) as d:
-        return {k: d[k] for k in d.files}
-
-
-def lagged(a: np.ndarray, b: np.ndarray, lag: int) -> float:
-    """Correlation of a[t] with b[t + lag] over frames where both are measured."""
-    x, y = (a[: len(a) - lag], b[lag:]) if lag >= 0 else (a[-lag:], b[: len(b) + lag])
-    ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 10 or np.std(x[ok]) < 1e-6 or np.std(y[ok]) < 1e-6:
-        return 0.0
-    return float(np.corrcoef(x[ok], y[ok])[0, 1])
+        return {"pcm": d["pcm"], "landmarks": d["landmarks"], **mouth_measures(d["landmarks"])}
 
 
 def thickness_ratio(opening: np.ndarray, thickness: np.ndarray) -> float:
@@ -112,7 +101,7 @@ def clip_scores(ours: dict[str, np.ndarray], real: dict[str, np.ndarray]) -> dic
     n = min(len(ours["opening"]), len(real["opening"]))
     o, r = ours["opening"][:n], real["opening"][:n]
     ok = np.isfinite(o) & np.isfinite(r)
-    lags = {lag: lagged(o, r, lag) for lag in range(-MAX_LAG, MAX_LAG + 1)}
+    lags = {lag: lagged_corr(o, r, lag) for lag in range(-MAX_LAG, MAX_LAG + 1)}
     best = max(lags, key=lags.__getitem__)
     return {"corr": lags[0], "best_corr": lags[best], "best_lag": best, "lags": [round(v, 3) for v in lags.values()],
             "std_ratio": float(o[ok].std() / r[ok].std()),
@@ -141,15 +130,6 @@ def summary(rows: list[dict]) -> dict:
             "speakers": per}
 
 
-def system_track(system: str, pcm: np.ndarray) -> np.ndarray:
-    from .evaluate import run_motion, streamed_frames
-    from .real_eval import loudness_mouth
-
-    if system == "loudness":
-        return loudness_mouth(pcm, streamed_frames(pcm))
-    return run_motion(system, pcm)[0]
-
-
 def phones(clip: HeldOut, pcm: np.ndarray) -> list:
     """The clip's phones, force-aligned to its words (known from its name, else heard by Whisper)."""
     from .evaluate import align
@@ -161,7 +141,7 @@ def phones(clip: HeldOut, pcm: np.ndarray) -> list:
 
 def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print) -> dict:
     from .evaluate import jfk_set, phone_scores
-    from .real_eval import JAW, MouthMeter
+    from .real_eval import JAW, WEIGHTS, MouthMeter, track
 
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
@@ -170,11 +150,9 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
         real = real_measures(clip, cache)
         segments = phones(clip, real["pcm"])
         for system in systems:
-            track = system_track(system, real["pcm"])
-            ours = mouth_measures(meter.frames(track))
-            (cache / system).mkdir(parents=True, exist_ok=True)
-            np.savez(cache / system / f"{clip.name}.npz", opening=ours["opening"], thickness=ours["thickness"])
-            for into, got in zip(scored[system], phone_scores(track[:, JAW], segments)):
+            coeffs = track(system, real["pcm"], WEIGHTS)
+            ours = mouth_measures(landmarks(meter.frames(coeffs)))
+            for into, got in zip(scored[system], phone_scores(coeffs[:, JAW], segments)):
                 into += got
             row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, **clip_scores(ours, real)}
             rows[system].append(row)
@@ -183,7 +161,7 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
     out: dict = {"clips": len(clips)}
     for system in systems:
         closed, opened = scored[system]
-        jfk_closed, jfk_opened = phone_scores(system_track(system, jfk_pcm)[:, JAW], jfk_segments)
+        jfk_closed, jfk_opened = phone_scores(track(system, jfk_pcm, WEIGHTS)[:, JAW], jfk_segments)
         out[system] = summary(rows[system]) | {
             "closure": _share(closed), "closures": len(closed), "open_vowel": _share(opened),
             "open_vowels": len(opened), "jfk_closure": _share(jfk_closed), "jfk_open_vowel": _share(jfk_opened)}
@@ -204,12 +182,6 @@ def mouth_crop(rgb: np.ndarray, lm: np.ndarray, tile: tuple[int, int] = (192, 12
     return cv2.resize(crop, tile, interpolation=cv2.INTER_AREA)
 
 
-def tracked(frames: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """256-px landmarks and opening of frames (opening NaN where no face is found)."""
-    lm = track_landmarks(scaled(f) for f in frames)
-    return lm, np.linalg.norm(lm[:, 13] - lm[:, 14], axis=-1) / np.linalg.norm(lm[:, 263] - lm[:, 33], axis=-1)
-
-
 def widest(opening: np.ndarray, n: int = 4, apart: int = 4) -> list[int]:
     picks: list[int] = []
     for i in np.argsort(-np.nan_to_num(opening, nan=-1)):
@@ -220,9 +192,10 @@ def widest(opening: np.ndarray, n: int = 4, apart: int = 4) -> list[int]:
     return picks
 
 
-def contact_sheet(out: Path, clips: list[HeldOut]) -> dict:
+def contact_sheet(out: Path, cache: Path, clips: list[HeldOut]) -> dict:
     """Each portrait's four widest frames while saying a sentence full of p/b/m and open
-    vowels, each beside the real held-out frame (one clip per speaker) whose opening is nearest."""
+    vowels, each beside the real held-out frame (one clip per speaker) whose opening is nearest
+    (the real clips' landmarks from judge()'s cache: only their pictures are decoded again)."""
     from engine.batch.render import _text_audio
 
     from .evaluate import run_motion
@@ -231,20 +204,22 @@ def contact_sheet(out: Path, clips: list[HeldOut]) -> dict:
     pool: list[tuple[np.ndarray, np.ndarray, float]] = []  # (real frame, landmarks, opening)
     for clip in {c.speaker: c for c in clips}.values():
         frames, _ = read_clip(clip.path)
-        lm, opening = tracked(frames)
+        measured = real_measures(clip, cache)
+        lm, opening = measured["landmarks"], measured["opening"]
         pool += [(frames[i], lm[i], float(opening[i])) for i in range(0, len(frames), 2) if np.isfinite(opening[i])]
     pcm = np.concatenate(list(_text_audio(SHEET_TEXT)[0]))
     track = run_motion("dit", pcm)[0]
     rows, seen = [], {}
     for portrait in (DEFAULT_AVATAR, CLOSED_MOUTH):
         frames = MouthMeter(portrait).frames(track)
-        lm, opening = tracked(frames)
-        tiles = []
-        for i in widest(opening):
+        lm = landmarks(frames)
+        opening = mouth_measures(lm)["opening"]
+        tiles, picks = [], widest(opening)
+        for i in picks:
             real = min(pool, key=lambda p: abs(p[2] - opening[i]))
             tiles += [mouth_crop(frames[i], lm[i]), mouth_crop(real[0], real[1])]
         rows.append(np.hstack(tiles))
-        seen[portrait.stem] = [round(float(opening[i]), 3) for i in widest(opening)]
+        seen[portrait.stem] = [round(float(opening[i]), 3) for i in picks]
     out.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(out), cv2.cvtColor(np.vstack(rows), cv2.COLOR_RGB2BGR))
     return {"sheet": str(out), "widest_openings": seen}
@@ -265,7 +240,7 @@ def main() -> None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the result only)
     result = judge(args.out, tuple(args.systems), clips, progress)
     if args.sheet:
-        result["sheet"] = contact_sheet(args.sheet, clips)
+        result["sheet"] = contact_sheet(args.sheet, args.out, clips)
     print(json.dumps(result, indent=1))
 
 

@@ -89,9 +89,13 @@ def bilabial_frames(pcm: np.ndarray, text: str | None, frames: int) -> np.ndarra
 
 
 def lagged_corr(a: np.ndarray, b: np.ndarray, lag: int) -> float:
-    """Correlation of a[t] with b[t + lag]."""
+    """Correlation of a[t] with b[t + lag] over the frames where both are measured (not NaN);
+    0 where fewer than 10 are, or either side does not move."""
     x, y = (a[: len(a) - lag], b[lag:]) if lag >= 0 else (a[-lag:], b[: len(b) + lag])
-    return float(np.corrcoef(x, y)[0, 1])
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 10 or np.std(x[ok]) < 1e-6 or np.std(y[ok]) < 1e-6:
+        return 0.0
+    return float(np.corrcoef(x[ok], y[ok])[0, 1])
 
 
 def level(pcm: np.ndarray, frames: int) -> np.ndarray:
