@@ -40,10 +40,10 @@ RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / th
 CORNER_SAG = 0.4  # the lower lip near the corners drops this much less than at the middle
 CLOSE_OVERLAP = 0.6  # each inner lip travels this share of the gap: they overlap a little, so
 # the warp's grid leaves no line of the reference's teeth between closed lips
-CLOSE_OUTER = 0.35  # share of the lip closure that the outer lip contour follows. (At 1.0, whole
-# lips moving to meet, mediapipe read the default's shut mouth as shut, 0.044 eye distances
-# against 0.078, but the held-out spread ratio rose from 1.16 to 1.51 and the open/shut lip
-# thickness fell from 1.078 to 1.053: training/motion/judge.py)
+CLOSE_OUTER = 0.7  # share of the lip closure that the outer lip contour follows: mostly whole
+# lips move to meet. At 0.35 the inner edges stretched towards each other and mediapipe read the
+# default portrait's shut mouth as parted (0.078 eye distances; 0.7: 0.052; real shut mouths
+# 0.01-0.04). At 1.0 (0.044) the open/shut lip thickness fell to 1.053 (training/motion/judge.py)
 UPPER_RAISE = 0.06  # the upper inner lip's rise, as a share of the jaw's drop
 LIP_SWELL = 0.25  # real lips get thicker as they part (x1.04-1.17 between shut and open frames,
 # measured by training/motion/judge.py on held-out speakers): the outer contours travel this

@@ -17,7 +17,7 @@ import numpy as np
 
 SUFFIX = ".clip.npz"
 FORMAT = 2  # raised whenever the fields or their meaning change: an older file is prepared again,
-# not misread. 2: the mouth gain is against the motion stage's published jaw at jaw_gain 0.65
+# not misread. 2: the mouth gain is against the motion stage's published jaw at jaw_gain 0.55
 
 
 class StaleReference(ValueError):
