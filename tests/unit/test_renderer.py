@@ -47,8 +47,8 @@ def test_open_mouth_shows_teeth_not_a_flat_hole(renderer):
     x0, x1 = int(lm[78, 0]) + 10, int(lm[308, 0]) - 10
     y0, y1 = int(lm[13, 1]) - 2, int(lm[14, 1]) + 30
     luma = rgb[y0:y1, x0:x1].astype(float) @ [0.299, 0.587, 0.114]
-    assert (luma > 170).sum() > 50  # teeth
-    assert (luma < 60).sum() > 200  # cavity
+    assert (luma > 170).sum() > 50  # its own teeth
+    assert np.percentile(luma, 95) - np.percentile(luma, 5) > 100  # light and shade, not one colour
 
 
 @pytest.mark.parametrize("side,eye", [("blink_l", 386), ("blink_r", 159)])
