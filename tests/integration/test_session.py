@@ -12,7 +12,7 @@ from avatar_client import AvatarViewer
 from tests.mouth import dark_pixels
 
 pytestmark = pytest.mark.integration
-OPEN = 150  # dark pixels in the mouth box: a closed mouth shows ~60, jaw_open 0.1 ~300
+OPEN = 150  # dark pixels in the mouth box: a closed mouth shows ~6, jaw_open 0.1 ~220
 
 
 def frames_between(viewer: AvatarViewer, t0: float, t1: float) -> list[np.ndarray]:

@@ -35,7 +35,11 @@ EYES = EYE_R_UPPER + EYE_R_LOWER + EYE_L_UPPER + EYE_L_LOWER + EYE_CORNERS
 CREASES = [i for ring in EYE_R_CREASE + EYE_L_CREASE for i in ring]
 CONTROL = sorted(set(LIPS + EYES + CREASES + BROWS + JAW + ANCHORS))
 
-JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths
+JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths: the unit of jaw_open, in
+# which rig_fit reads real footage (the motion model's training labels)
+DRAWN = 0.84  # a portrait draws this share of it. With real inner mouths (mouth_interior.py)
+# mediapipe reads the same lips as parted further than over the old dark slot: at 1.0 the spread
+# was 1.43x real people's (training/motion/judge.py); at 0.84, 1.31x
 RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / this
 CORNER_SAG = 0.4  # the lower lip near the corners drops this much less than at the middle
 CLOSE_OVERLAP = 0.6  # each inner lip travels this share of the gap: they overlap a little, so
@@ -80,8 +84,9 @@ class FaceFrame:
 class FaceRig:
     """Control points of one portrait and the displacement basis of each coefficient."""
 
-    def __init__(self, landmarks: np.ndarray):
+    def __init__(self, landmarks: np.ndarray, drawn: float = DRAWN):
         self.lm = landmarks.astype(np.float32)
+        self.drawn = drawn
         self.frame = FaceFrame.of(self.lm)
         self.index = {lm_id: row for row, lm_id in enumerate(CONTROL)}
         self.points = self.lm[CONTROL]
@@ -130,7 +135,7 @@ class FaceRig:
 
     def _jaw(self) -> np.ndarray:
         f = self.frame
-        drop = JAW_DROP * f.mouth_width * f.down
+        drop = JAW_DROP * self.drawn * f.mouth_width * f.down
         out = self._zeros()
         rel = self.points - f.mouth_center
         depth = (rel @ f.down) / f.chin_depth
