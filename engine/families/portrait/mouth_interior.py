@@ -93,11 +93,9 @@ class MouthBank:
         k = int(np.clip(np.searchsorted(self.openings, opening), 1, len(self.openings) - 1))
         lo, hi = self.openings[k - 1], self.openings[k]
         t = float(np.clip((opening - lo) / (hi - lo), 0, 1))
+        grid = self.grids[k - 1] * (1 - t) + self.grids[k] * t  # mixed on the small grid: one remap
         map_x = np.broadcast_to(cols, rows.shape).astype(np.float32)
-        map_y = rows.astype(np.float32)
-        a, b = (cv2.remap(self.grids[j], map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-                for j in (k - 1, k))
-        return a * (1 - t) + b * t
+        return cv2.remap(grid, map_x, rows.astype(np.float32), cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
 @dataclass
