@@ -151,10 +151,6 @@ class ServerConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerConfig:
-        return cls.load(None, env, **overrides)
-
 
 def _from_toml(path: Path) -> dict[str, Any]:
     import tomllib

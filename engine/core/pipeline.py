@@ -8,12 +8,11 @@ same audio and seed (tests/unit/test_motion_model.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from engine.config import MOTION_MODELS
-from engine.core.stage import AudioChunk, FrameChunk, Stage
+from engine.core.stage import AudioChunk, Stage
 from engine.core.state import RollingState
 from engine.families.motion.audio_features import AudioFeatureModule
 from engine.families.motion.dit import WEIGHTS, MotionDiT
@@ -22,7 +21,7 @@ from engine.families.motion.interim import InterimMotionModule
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS
 from engine.families.motion.lip_closure import LipClosure
 from engine.families.motion.speech_features import feature_module
-from engine.families.portrait.avatar import Portrait, load_portrait
+from engine.families.portrait.avatar import load_portrait
 from engine.families.portrait.renderer import PortraitRenderer
 from engine.families.video.reference import VideoReference, is_video_avatar
 from engine.families.video.renderer import VideoRenderer
@@ -30,8 +29,6 @@ from engine.stages.context import ContextStage
 from engine.stages.decode import DecodeStage, Renderer
 from engine.stages.interim_motion import InterimMotionStage
 from engine.stages.motion import MotionStage
-
-Published = TypeVar("Published")
 
 
 def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | None = CLOSURE_WEIGHTS) -> list:
@@ -60,10 +57,6 @@ class Pipeline:
         self.stages = stages
 
     @classmethod
-    def for_portrait(cls, portrait: Portrait, motion: str = "dit") -> Pipeline:
-        return cls([*motion_stages(motion), DecodeStage(PortraitRenderer(portrait))])
-
-    @classmethod
     def for_avatar(cls, path: Path, motion: str = "dit") -> Pipeline:
         """A prepared avatar of either kind: a portrait (.png) or a video avatar (.clip.npz)."""
         return cls([*motion_stages(motion), DecodeStage(renderer_for(path))])
@@ -79,9 +72,3 @@ class Pipeline:
             data = stage.run(data, state.stages[stage.name])
         state.next_frame = chunk.first_frame + chunk.frames
         return data
-
-    def step(self, chunk: AudioChunk, state: RollingState,
-             publish: Callable[[FrameChunk], Published]) -> Published:
-        """Render one chunk and hand its frames to `publish` (the ring slots of this
-        request, or a file's encoder): where frames go travels beside them, not in them."""
-        return publish(self.render(chunk, state))

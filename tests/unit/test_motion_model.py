@@ -101,7 +101,7 @@ def test_rolling_state_is_constant_over_ten_simulated_minutes():
     shapes = None
     for first in range(0, 10 * 60 * FPS, 2):
         pcm = (rng.standard_normal(2 * SAMPLES_PER_FRAME) * 3000 * (first // 50 % 2)).astype(np.int16)
-        pipeline.step(AudioChunk(first, 2, pcm), state, publish=lambda frames: None)
+        pipeline.render(AudioChunk(first, 2, pcm), state)
         now = {name: array.shape for name, array in state.arrays().items()}
         assert shapes is None or now == shapes, f"the rolling state changed at frame {first}"
         shapes = now
