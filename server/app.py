@@ -1,4 +1,4 @@
-"""The aiohttp application: middlewares, the routes of api.md (server/routes/), startup and shutdown."""
+"""The aiohttp application: middlewares, the routes of docs/api.md (server/routes/), startup and shutdown."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ class Broadcast:
         self._report("broadcast_stopped", dropped_ticks=self.dropped)  # ticks a slow ingest cost
 
     def _report(self, kind: str, **fields: Any) -> None:
-        self._emit(kind, url=self.target.public, target=self.target.public, **fields)  # url: api.md's name
+        self._emit(kind, url=self.target.public, target=self.target.public, **fields)  # url: docs/api.md's name
 
     async def _run(self) -> None:
         failures = 0

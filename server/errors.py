@@ -1,4 +1,4 @@
-"""API errors: every refusal is a 4xx with {"error": {"code", "message"}} (api.md)."""
+"""API errors: every refusal is a 4xx with {"error": {"code", "message"}} (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -10,12 +10,12 @@ QUEUE_LIMIT = 256  # a subscriber that stops reading loses its oldest events, ne
 
 
 def event(session_id: str, type_: str, **fields: Any) -> dict:
-    """One api.md event: its type, the session, server wall time, then its own fields."""
+    """One docs/api.md event: its type, the session, server wall time, then its own fields."""
     return {"type": type_, "session_id": session_id, "t": time.time(), **fields}
 
 
 class EventHub:
-    """Publishes api.md events for one session."""
+    """Publishes docs/api.md events for one session."""
 
     def __init__(self, session_id: str):
         self.session_id = session_id

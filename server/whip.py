@@ -74,7 +74,7 @@ class WhipBroadcast:
         self._task = asyncio.ensure_future(self._run())
 
     def _report(self, kind: str, **fields: Any) -> None:
-        self._emit(kind, url=self.target.public, target=self.target.public, **fields)  # url: api.md's name
+        self._emit(kind, url=self.target.public, target=self.target.public, **fields)  # url: docs/api.md's name
 
     async def stop(self) -> None:
         self._task.cancel()

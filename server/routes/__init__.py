@@ -1,1 +1,1 @@
-"""The HTTP and WebSocket API of api.md, one module per resource."""
+"""The HTTP and WebSocket API of docs/api.md, one module per resource."""
