@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--engine", choices=("local", "ray"), help="where engine workers run (default local)")
     parser.add_argument("--ray-address", help="the Ray cluster's head, host:port (with --engine ray)")
     parser.add_argument("--config", type=Path,
-                        help="TOML file of settings (see README); AVATAR_* variables override it")
+                        help="TOML file of settings (see docs/configuration.md); AVATAR_* variables override it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

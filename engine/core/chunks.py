@@ -8,7 +8,7 @@ interpolated frames replace the head of N(k+1). Order: N0, N1, I0, N2, I1, N3, I
 Publishing: frames of N(k+1) are final once I(k) exists (I(k+1) changes only N(k+2)), so
 the first frame of chunk k+1 leaves after N(k+1) and I(k) are done. Playback never stalls
 when generating one N and one I chunk takes less than L frames of playback (the latency
-budget: one chunk of lead, see the README).
+budget: one chunk of lead, see docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ of a trained speaker: heldout.npz keeps their clean audio, fitted motion and the
 mouth opening for the evaluation. Breathing is not visible in the clips; it comes from
 the procedural idle generator, seeded per clip, so the model keeps breathing. With
 `--shut-bilabials` the training clips' jaw is also shut inside every force-aligned p/b/m
-(an experiment: the committed weights were trained without it; see the README).
+(an experiment: the committed weights were trained without it; see docs/motion.md).
 
 Published video is not always in sync: each source's audio/video offset is measured
 (the lag, within +-MAX_OFFSET frames, at which the real mouth opening best follows the
@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--shut-bilabials", action="store_true",
                         help="shut the fitted jaw inside force-aligned p/b/m of the training clips")
     parser.add_argument("--vtlp", action="store_true",
-                        help="warp the degraded copies' vocal tract (an experiment; see the README)")
+                        help="warp the degraded copies' vocal tract (an experiment; see docs/motion.md)")
     args = parser.parse_args()
     print(json.dumps(build(args.faces, args.out, args.copies, args.seed, args.shut_bilabials, args.vtlp)))
 

@@ -123,7 +123,7 @@ def emphasis(pcm: np.ndarray, frames: int) -> np.ndarray:
 def jaw_target(viseme_jaw: np.ndarray, pcm: np.ndarray, frames: int) -> np.ndarray:
     """The viseme curve's jaw (p/b/m already shut in it) scaled by the frame's emphasis.
 
-    Tried and not kept (see the README): a jaw opened mainly by loudness correlates better
+    Tried and not kept (see docs/motion.md): a jaw opened mainly by loudness correlates better
     with loudness but the model then shut fewer p/b/m than the 80 % required.
     """
     return viseme_jaw * emphasis(pcm, frames)

