@@ -31,9 +31,10 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.assembly import motion_stages  # noqa: E402
 from engine.batch.runner import motion_track  # noqa: E402
 from engine.config import motion_delay_frames  # noqa: E402
-from engine.core.pipeline import Pipeline, motion_stages  # noqa: E402
+from engine.core.pipeline import Pipeline  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR, load_portrait  # noqa: E402
 from engine.families.portrait.renderer import PortraitRenderer  # noqa: E402
 from engine.families.video.clip import frames  # noqa: E402

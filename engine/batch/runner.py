@@ -41,7 +41,7 @@ def _start(avatar: str, ring_name: str | None, shape: tuple[int, ...]) -> None:
     global _decode, _ring, _shm
     import cv2
 
-    from engine.core.pipeline import renderer_for
+    from engine.assembly import renderer_for
     from engine.stages.decode import DecodeStage
 
     cv2.setNumThreads(1)
@@ -67,7 +67,8 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
                  step_frames: int = EngineConfig.chunk_frames) -> Iterator[tuple[FrameChunk, np.ndarray]]:
     """(frames, their audio) per piece of `pcm_chunks`: each up to `max_frames` frames, a whole
     number of `step_frames`. A yielded chunk's frames are valid until the next one is asked for."""
-    from engine.core.pipeline import Pipeline, motion_stages
+    from engine.assembly import motion_stages
+    from engine.core.pipeline import Pipeline
     from engine.families.video.reference import is_video_avatar
 
     pipeline = Pipeline(motion_stages(motion))  # motion in order here; decode in the pool

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.assembly import pipeline_for
 from engine.config import SAMPLES_PER_FRAME, EngineConfig
 from engine.core.pipeline import Pipeline
 from engine.core.stage import AudioChunk, FrameChunk
@@ -38,7 +39,7 @@ class SessionHost:
 
     def load(self, avatar: str) -> Pipeline:
         """A new Pipeline for `avatar` (touches no state: the local worker calls it on a thread)."""
-        return Pipeline.for_avatar(Path(avatar), self.config.motion)
+        return pipeline_for(Path(avatar), self.config.motion)
 
     def pipeline(self, avatar: str) -> Pipeline:
         if avatar not in self.pipelines:

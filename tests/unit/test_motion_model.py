@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
+from engine.assembly import motion_stages, pipeline_for
 from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames
 from engine.core import motion
-from engine.core.pipeline import Pipeline, motion_stages
+from engine.core.pipeline import Pipeline
 from engine.core.stage import AudioChunk
 from engine.families.motion.dit import WEIGHTS, MotionDiT, MotionDiTConfig
 from engine.families.motion.mel_features import DIM as MEL_DIM
@@ -147,7 +148,7 @@ def test_streaming_and_batch_give_the_same_frames(jfk_pcm48):
     pcm = jfk_pcm48[: 4 * 48000]
     delay = motion_delay_frames()  # a live session plays frame k + delay with the audio of frame k
     padded = np.concatenate([pcm, np.zeros(4 * SAMPLES_PER_FRAME, pcm.dtype)])
-    pipeline = Pipeline.for_avatar(DEFAULT_AVATAR)
+    pipeline = pipeline_for(DEFAULT_AVATAR)
     state = pipeline.new_state(5)
     streamed = np.concatenate([
         pipeline.render(AudioChunk(f, 2, padded[f * SAMPLES_PER_FRAME:(f + 2) * SAMPLES_PER_FRAME]), state).frames

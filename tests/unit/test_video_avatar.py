@@ -215,7 +215,7 @@ def test_a_worker_keeps_rendering_its_sessions_while_a_new_avatar_loads(prepared
     from multiprocessing import Pipe
 
     from engine.config import SAMPLES_PER_FRAME, EngineConfig
-    from engine.core.pipeline import Pipeline
+    from engine.runtime import host as host_module
     from engine.runtime import worker as worker_module
     from engine.runtime.ipc import (
         FrameRing,
@@ -227,13 +227,13 @@ def test_a_worker_keeps_rendering_its_sessions_while_a_new_avatar_loads(prepared
     )
 
     release = threading.Event()
-    real = Pipeline.for_avatar
+    real = host_module.pipeline_for
 
     def slow(path, motion="dit"):  # type: ignore[no-untyped-def]
         if path.name.endswith(SUFFIX):
             assert release.wait(30)
         return real(path, motion)
-    monkeypatch.setattr(Pipeline, "for_avatar", staticmethod(slow))
+    monkeypatch.setattr(host_module, "pipeline_for", slow)
     ring = FrameRing(512, 4)
     ours, theirs = Pipe()
     w = worker_module.EngineWorker(0, theirs, ring.shm.name, EngineConfig(ring_slots=4))

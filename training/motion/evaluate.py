@@ -35,10 +35,11 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from engine.assembly import motion_stages  # noqa: E402
 from engine.batch.runner import motion_track  # noqa: E402
 from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E402
 from engine.core import motion  # noqa: E402
-from engine.core.pipeline import Pipeline, motion_stages  # noqa: E402
+from engine.core.pipeline import Pipeline  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
 from engine.stages.motion import SHUT  # noqa: E402

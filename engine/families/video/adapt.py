@@ -23,8 +23,9 @@ def mouth_gain(pcm: np.ndarray | None, fitted: np.ndarray) -> np.ndarray:
     """(K,) gain per mouth key (mouth.KEYS): the person's std over the model's, on the clip."""
     if pcm is None or len(pcm) < SAMPLES_PER_FRAME * 50 or _peak_db(pcm) < MIN_SPEECH_DB:
         return np.ones(len(KEY_INDEX), np.float32)
+    from engine.assembly import motion_stages
     from engine.batch.runner import motion_track
-    from engine.core.pipeline import Pipeline, motion_stages
+    from engine.core.pipeline import Pipeline
 
     model = motion_track(Pipeline(motion_stages("dit")), pcm, motion_delay_frames("dit"))
     n = min(len(model), len(fitted))

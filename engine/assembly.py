@@ -1,0 +1,48 @@
+"""Concrete pipelines: which Modules and Stages make the motion, which renderer draws an
+avatar. Core (engine/core) knows only the Stage and Pipeline contracts; a new family lands
+here and in engine/families/, never in core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.config import MOTION_MODELS
+from engine.core.pipeline import Pipeline
+from engine.families.motion.audio_features import AudioFeatureModule
+from engine.families.motion.dit import WEIGHTS, MotionDiT
+from engine.families.motion.idle import IdleMotionModule
+from engine.families.motion.interim import InterimMotionModule
+from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS
+from engine.families.motion.lip_closure import LipClosure
+from engine.families.motion.speech_features import feature_module
+from engine.families.portrait.avatar import load_portrait
+from engine.families.portrait.renderer import PortraitRenderer
+from engine.families.video.reference import VideoReference, is_video_avatar
+from engine.families.video.renderer import VideoRenderer
+from engine.stages.context import ContextStage
+from engine.stages.decode import DecodeStage, Renderer
+from engine.stages.interim_motion import InterimMotionStage
+from engine.stages.motion import MotionStage
+
+
+def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | None = CLOSURE_WEIGHTS) -> list:
+    """Context and audio-to-motion stages: the trained MotionDiT (with the lip-closure
+    detector unless `closure` is None), or the INTERIM mapping."""
+    if kind == "dit":
+        detector = LipClosure(closure) if closure else None
+        model = MotionDiT(weights)
+        return [ContextStage(feature_module(model.config.audio_dim)), MotionStage(model, closure=detector)]
+    if kind == "interim":
+        return [ContextStage(AudioFeatureModule()), InterimMotionStage(InterimMotionModule(), IdleMotionModule())]
+    raise ValueError(f"unknown motion model {kind!r}; choose one of {MOTION_MODELS}")
+
+
+def renderer_for(path: Path) -> Renderer:
+    if is_video_avatar(path):
+        return VideoRenderer(VideoReference.load(path))
+    return PortraitRenderer(load_portrait(path))
+
+
+def pipeline_for(path: Path, motion: str = "dit") -> Pipeline:
+    """A prepared avatar of either kind: a portrait (.png) or a video avatar (.clip.npz)."""
+    return Pipeline([*motion_stages(motion), DecodeStage(renderer_for(path))])
