@@ -22,7 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, face_colours, unwrap
+from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, face_colours, opening_of, unwrap
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 from engine.families.video.tracking import track_landmarks
 from training.motion.real_faces import REAL_TALKING, read_clip
@@ -35,7 +35,7 @@ BIN = 0.015  # a frame counts for a rung this close to it
 def measures(lm: np.ndarray) -> tuple[float, float, float]:
     """Opening, tilt of the inner corners (share of the mouth width) and left/right asymmetry."""
     width = float(np.linalg.norm(lm[291] - lm[61]))
-    opening = float(np.linalg.norm(lm[14] - lm[13])) / width
+    opening = opening_of(lm[UPPER_INNER], lm[LOWER_INNER], width)
     a, b = lm[UPPER_INNER[0]], lm[UPPER_INNER[-1]]
     tilt = abs(float(b[1] - a[1])) / width
     centre = (lm[13] + lm[14]) / 2
@@ -43,17 +43,18 @@ def measures(lm: np.ndarray) -> tuple[float, float, float]:
     return opening, tilt, asym
 
 
-def sharpness(rung: np.ndarray) -> float:
-    grey = cv2.cvtColor(rung, cv2.COLOR_RGB2GRAY).astype(np.float32)
+def sharpness(grid: np.ndarray) -> float:
+    grey = cv2.cvtColor(grid, cv2.COLOR_RGB2GRAY).astype(np.float32)
     return float(cv2.Laplacian(grey, cv2.CV_32F).var())
 
 
-def candidates(paths: list[Path], log=print) -> list[dict]:
-    found = []
+def best_frames(paths: list[Path], log=print) -> dict[int, dict]:
+    """Per rung, the sharpest level, symmetric frame (the first of equals); its colours are
+    measured only when it takes the lead."""
+    best: dict[int, dict] = {}
     for n, path in enumerate(paths):
         frames, _ = read_clip(path)
-        lms = track_landmarks(frames)
-        for i, (rgb, lm) in enumerate(zip(frames, lms)):
+        for i, (rgb, lm) in enumerate(zip(frames, track_landmarks(frames))):
             if not np.isfinite(lm).all():
                 continue
             opening, tilt, asym = measures(lm)
@@ -61,29 +62,27 @@ def candidates(paths: list[Path], log=print) -> list[dict]:
             if abs(OPENINGS[rung] - opening) > BIN or tilt > 0.06 or asym > 0.06:
                 continue
             grid = unwrap(rgb, lm[UPPER_INNER], lm[LOWER_INNER])
-            found.append({"rung": rung, "opening": opening, "grid": grid, "score": sharpness(grid) * (1 - 5 * asym),
-                          "colours": face_colours(rgb, lm), "clip": path.stem, "frame": i})
+            score = sharpness(grid) * (1 - 5 * asym)
+            if rung not in best or score > best[rung]["score"]:
+                best[rung] = {"opening": opening, "grid": grid, "score": score, "colours": face_colours(rgb, lm),
+                              "source": f"grid-s1/{path.stem}.mp4#{i}"}
         if n % 20 == 0:
-            log(f"{n + 1}/{len(paths)} clips, {len(found)} candidate frames")
-    return found
+            log(f"{n + 1}/{len(paths)} clips, {len(best)} openings found")
+    return best
 
 
 def build(clips: int, log=print) -> dict:
     paths = sorted((REAL_TALKING / "grid-s1").glob("*.mp4"))[:clips]
-    found = candidates(paths, log)
-    picks = []
-    for rung in range(len(OPENINGS)):
-        here = [c for c in found if c["rung"] == rung]
-        if here:  # the sharpest: teeth and their gaps survive the upscaling to a portrait's mouth
-            picks.append(max(here, key=lambda c: c["score"]))
-    if len(picks) < 2:
-        raise SystemExit(f"only {len(picks)} openings found in {clips} clips")
+    best = best_frames(paths, log)
+    if len(best) < 2:
+        raise SystemExit(f"only {len(best)} openings found in {clips} clips")
+    picks = [best[rung] for rung in sorted(best)]  # the sharpest: teeth and their gaps survive upscaling
     return {
         "openings": np.array([p["opening"] for p in picks], np.float32),
         "grids": np.stack([p["grid"] for p in picks]).astype(np.uint8),
         "skin": np.stack([p["colours"][1] for p in picks]).astype(np.float32),
         "bright": np.array([p["colours"][2] for p in picks], np.float32),
-        "sources": np.array([f"grid-s1/{p['clip']}.mp4#{p['frame']}" for p in picks]),
+        "sources": np.array([p["source"] for p in picks]),
     }
 
 

@@ -52,6 +52,12 @@ def unwrap(image: np.ndarray, upper: np.ndarray, lower: np.ndarray) -> np.ndarra
     return cv2.remap(image, map_x, map_y, cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE)
 
 
+def opening_of(upper: np.ndarray, lower: np.ndarray, width: float) -> float:
+    """The bank's key: the inner lips' gap at their middle over the mouth width (inner-lip
+    points, corner to corner), the same for the bank's frames and a rendered portrait."""
+    return float(np.linalg.norm(lower[CENTRE] - upper[CENTRE])) / width
+
+
 def face_colours(image: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Median lip colour, median skin colour and the luma of the brighter skin."""
     w = float(np.linalg.norm(lm[291] - lm[61]))
@@ -172,8 +178,7 @@ def _real_mouth(rig: FaceRig, atlas: MouthAtlas, xs: np.ndarray, ys: np.ndarray,
     across = np.clip((xs - left) / max(right - left, 1.0), 0, 1) * (cols - 1)
     depth = np.clip((ys - top) / np.maximum(bottom - top, 1.0), 0, 1) * (rows - 1)
     w = rig.frame.mouth_width
-    opening = float(np.linalg.norm(low[CENTRE] - up[CENTRE])) / w
-    mouth = atlas.bank.lay(opening, across, depth)
+    mouth = atlas.bank.lay(opening_of(up, low, w), across, depth)
     # The portrait's lips shade what lies under them, the upper more (the bank's own shading
     # came from its own lips and light; real wide mouths are darkest just under the upper lip).
     under_upper = np.exp(-np.clip(ys - top, 0, None) / (UPPER_SHADE[1] * w))
