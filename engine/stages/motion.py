@@ -6,8 +6,11 @@ the head of N(k) between its two anchors: the last frame of N(k-1) and frame `an
 of N(k). Only I(k-1)'s interior is kept (schedule.interior), so a chunk's frames are
 final as soon as both are done and the loop adds no latency beyond one chunk.
 
-RollingState: the window of the last frames' motion and features, the chunk counter
-and the noise generator; nothing grows with the session.
+Each published frame's jaw is then scaled by its emphasis (emphasis.py): how loud the frame
+is against this voice's recent loud speech.
+
+RollingState: the window of the last frames' motion and features, the chunk counter,
+the noise generator and the emphasis envelope; nothing grows with the session.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from engine.core import motion
 from engine.core.chunks import ANCHOR, ChunkPlan, i_chunk, interior, n_chunk
 from engine.core.stage import AudioFeatures, MotionChunk, Stage
 from engine.families.motion.dit import MotionDiT
+from engine.families.motion.emphasis import SILENT_DB, Emphasis, EmphasisConfig, frame_levels
 from engine.families.motion.lip_closure import LipClosure
 from engine.families.motion.sigmas import flow_sigmas
 from engine.families.motion.speech_features import silence
@@ -45,6 +49,8 @@ class SamplerConfig:
     peaks 1.39x, correlation 0.496 against 0.512, and 81 % of open vowels still reach jaw 0.25
     (0.65: 1.16x, 1.48x, 86 %). The peaks stay high partly because mediapipe reads the default
     portrait's shut mouth as slightly parted (0.052 eye distances; real: 0.01-0.04)."""
+    emphasis: EmphasisConfig = EmphasisConfig()
+    """How far the jaw follows the voice's stress, on top of jaw_gain."""
     closure_gate: tuple[float, float] = (0.5, 0.7)
     """LipClosure probabilities between which the published jaw goes from the model's own
     opening to shut (linearly): below the first the detector is ignored, above the second
@@ -74,6 +80,8 @@ class MotionState:
     motion: np.ndarray  # (window, DIM): final frames of context, then the chunk being made
     features: np.ndarray  # (window, audio_dim): their audio rows
     k: np.ndarray  # the next N chunk's index
+    levels: np.ndarray  # (window,) dBFS of the frames whose audio rows are in `features`
+    envelope: np.ndarray  # (1,) the voice's recent loud level, dB (emphasis.py)
 
 class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
     name = "motion"
@@ -87,7 +95,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         if closure and (closure.config.lookahead != c.lookahead or closure.config.rows > self.context + 1):
             raise ValueError("the closure detector must hear as far ahead as the motion model, inside its window")
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
-        self.jaw_gain = sampler.jaw_gain
+        self.jaw_gain, self.emphasis, self.lookahead = sampler.jaw_gain, Emphasis(sampler.emphasis), c.lookahead
         self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[motion.MOUTH_INDEX] = sampler.mouth_temperature
@@ -101,24 +109,37 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         return MotionState(np.random.default_rng(seed),
                            motion=motion.zeros(window),  # a neutral face ...
                            features=np.tile(self.silence, (window, 1)),  # ... over silence
-                           k=np.zeros(1, np.int64))
+                           k=np.zeros(1, np.int64),
+                           levels=np.full(window, SILENT_DB), envelope=np.full(1, self.emphasis.config.floor_db))
 
     def run(self, data: AudioFeatures, state: MotionState) -> MotionChunk:
         if len(data.features) % self.chunk:
             raise ValueError(f"chunks must hold a multiple of {self.chunk} frames")
-        out, shut = [], []
+        out, shut, gain = [], [], []
+        db = frame_levels(data.chunk.pcm, len(data.features))
         for i in range(0, len(data.features), self.chunk):
             out.append(self.step(data.features[i: i + self.chunk], state))
             # from the rows step() has just rolled into the window
             shut.append(self.shut(state.features) if self.closure else np.zeros(self.chunk, np.float32))
+            state.levels = np.concatenate([state.levels[self.chunk:], db[i: i + self.chunk]])
+            gain.append(self.emphasis.gains(self.own_levels(state.levels), state.envelope))
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
         jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
-        jaw = np.minimum(np.where(jaw > SHUT, SHUT + (jaw - SHUT) * self.jaw_gain, jaw), self.high[JAW])
+        scale = self.jaw_gain * np.concatenate(gain)
+        jaw = np.minimum(np.where(jaw > SHUT, SHUT + (jaw - SHUT) * scale, jaw), self.high[JAW])
         coeffs[:, JAW] = jaw
         open_ = 1 - np.concatenate(shut)[:, None]  # the lips meet: no opening, raise or drop is left
         coeffs[:, PARTING] *= open_
         coeffs[:, LOWER] = np.where(coeffs[:, LOWER] > 0, coeffs[:, LOWER] * open_[:, 0], coeffs[:, LOWER])
         return MotionChunk(data.chunk.first_frame, coeffs)
+
+    def own_levels(self, levels: np.ndarray) -> np.ndarray:
+        """The level of each frame of the window after its context, from its own audio
+        (`lookahead` frames back, as the features), averaged with the frames either side."""
+        first, end = self.context - self.lookahead - 1, len(levels) - self.lookahead + 1
+        db = np.pad(levels[max(first, 0): min(end, len(levels))], (max(-first, 0), max(end - len(levels), 0)),
+                    mode="edge")
+        return np.convolve(db, np.ones(3) / 3, "valid")
 
     def shut(self, feats: np.ndarray) -> np.ndarray:
         """How far to shut each frame of the window after its context (0..1), from LipClosure.

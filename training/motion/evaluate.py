@@ -41,6 +41,7 @@ from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E
 from engine.core import motion  # noqa: E402
 from engine.core.pipeline import Pipeline  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
+from engine.families.motion.emphasis import frame_levels  # noqa: E402
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
 from engine.stages.motion import SHUT  # noqa: E402
 
@@ -70,9 +71,7 @@ def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 
 
 def loudness_db(pcm: np.ndarray, frames: int) -> np.ndarray:
     """Frame levels with digital silence held at -70 dBFS, so it does not dominate a correlation."""
-    from .recipe import frame_db
-
-    return np.maximum(frame_db(pcm, frames), -70)
+    return frame_levels(pcm, frames)
 
 
 def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:

@@ -29,6 +29,7 @@ import numpy as np
 
 from engine.config import SAMPLES_PER_FRAME
 from engine.core import motion
+from engine.families.motion.emphasis import frame_db
 from engine.families.motion.idle import IdleMotionModule
 from engine.families.motion.mel_features import MelFeatureModule
 from engine.families.motion.speech_features import SpeechFeatureModule, stream_rows
@@ -37,7 +38,6 @@ from engine.families.portrait.rig_fit import fit_clip, mouth_opening, smooth
 from .channel import degrade
 from .evaluate import align
 from .real_faces import load
-from .recipe import frame_db
 from .transcripts import known_transcript
 from .visemes import frames_of
 

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from engine.families.motion.emphasis import frame_db
 from engine.families.motion.idle import IdleMotionModule
 from engine.families.motion.speech_features import SpeechFeatureModule, stream_rows
 
@@ -102,12 +103,6 @@ def reverb(audio: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     impulse[0] = 1.0 / rng.uniform(0.2, 0.6)
     wet = fftconvolve(audio, impulse)[: len(audio)]
     return (wet / (np.abs(wet).max() + 1e-9)).astype(np.float32)
-
-
-def frame_db(pcm: np.ndarray, frames: int) -> np.ndarray:
-    """Each video frame's RMS level in dBFS."""
-    x = pcm[: frames * SAMPLES_PER_FRAME].astype(np.float32).reshape(frames, -1) / 32768
-    return 20 * np.log10(np.sqrt((x**2).mean(1)) + 1e-9)
 
 
 def emphasis(pcm: np.ndarray, frames: int) -> np.ndarray:

@@ -16,8 +16,9 @@ import cv2
 import numpy as np
 
 SUFFIX = ".clip.npz"
-FORMAT = 2  # raised whenever the fields or their meaning change: an older file is prepared again,
-# not misread. 2: the mouth gain is against the motion stage's published jaw at jaw_gain 0.55
+FORMAT = 3  # raised whenever the fields or their meaning change: an older file is prepared again,
+# not misread. 2: the mouth gain is against the motion stage's published jaw at jaw_gain 0.55;
+# 3: ... and with its emphasis (engine/families/motion/emphasis.py)
 
 
 class StaleReference(ValueError):
