@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.assembly import motion_stages  # noqa: E402
-from engine.batch.runner import motion_track  # noqa: E402
-from engine.config import motion_delay_frames  # noqa: E402
+from engine.assembly import model_motion, motion_stages  # noqa: E402
 from engine.core.pipeline import Pipeline  # noqa: E402
+from engine.core.stream import motion_track  # noqa: E402
+from engine.families.motion.delay import motion_delay_frames  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR, load_portrait  # noqa: E402
 from engine.families.portrait.renderer import PortraitRenderer  # noqa: E402
 from engine.families.video.clip import frames  # noqa: E402
@@ -58,7 +58,7 @@ def prepare(out: Path, name: str, takes: list[Path]) -> tuple[Path, dict]:
     decode_s = time.perf_counter() - started
     folder = out / f"avatars-{int(time.time())}"  # fresh: the preparation is timed, not its cache
     started = time.perf_counter()
-    avatar_id = prepare_clip(clip, folder, progress=lambda share, stage: sys.stderr.write(
+    avatar_id = prepare_clip(clip, folder, model_motion, progress=lambda share, stage: sys.stderr.write(
         f"\rpreparing: {share:4.0%} {stage:24s}"))
     sys.stderr.write("\n")
     return folder / f"{avatar_id}{SUFFIX}", {

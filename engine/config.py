@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 FPS = 25
 SAMPLE_RATE = 48_000
 SAMPLES_PER_FRAME = SAMPLE_RATE // FPS  # 1920: one video frame of audio
 MOTION_MODELS = ("dit", "interim")
-
-
-def motion_delay_frames(motion: str = "dit", weights: Path | None = None) -> int:
-    """Frames by which a motion model's output lags the audio that drove it (its lookahead).
-
-    The playout (server session, batch render, evaluation) delays the audio by as much, so
-    a viewer sees each mouth shape with its sound. Read from the weights' metadata, which
-    needs only safetensors, so the server can ask without loading the model.
-    """
-    if motion != "dit":
-        return 0
-    from safetensors import safe_open
-
-    from engine.families.motion.dit import WEIGHTS
-
-    with safe_open(str(weights or WEIGHTS), "numpy") as f:
-        return int(json.loads(f.metadata()["config"]).get("lookahead", 0))
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class PathOnlyAccessLogger(AbstractAccessLogger):
 def _prepare_avatar(path: Path, folder: Path) -> Path:
     """Prepare a user's photo or clip once (before the server starts); the prepared file is
     what workers load. This process never imports torch: preparation needs numpy and mediapipe."""
-    from engine.families.prepared import prepare_file
+    from engine.assembly import prepare_file
 
     try:
         return prepare_file(path, folder)

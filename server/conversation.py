@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,7 +28,10 @@ from .audio_sources.vad import TurnDetector, TurnEvent, VadConfig
 from .speech import new_utterance_id
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .events import EventHub
+    from .utterances import Utterances
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
 
 log = logging.getLogger("server.conversation")
 HISTORY_MESSAGES = 12  # the LLM sees the last few turns; older ones are dropped
@@ -39,8 +42,11 @@ NO_LLM = ("chat mode needs an LLM: start the server with AVATAR_LLM_BASE_URL "
 class Conversation:
     """One session's chat state; see the module docstring."""
 
-    def __init__(self, session: Session, asr: SpeechRecognizer, llm: ChatLLM, vad: VadConfig = VadConfig()):
-        self.session, self.asr, self.llm, self.vad = session, asr, llm, vad
+    def __init__(self, hub: EventHub, utterances: Utterances, spawn: Spawn, asr: SpeechRecognizer, llm: ChatLLM,
+                 vad: VadConfig = VadConfig()):
+        """`spawn` runs a task that ends with the session (the turns it starts)."""
+        self.hub, self.utterances, self.spawn = hub, utterances, spawn
+        self.asr, self.llm, self.vad = asr, llm, vad
         self.detector = TurnDetector(vad)
         self.history: deque[dict] = deque(maxlen=HISTORY_MESSAGES)
         # The turn so far, recognised at its latest pause: its words decide when it ends,
@@ -63,16 +69,16 @@ class Conversation:
 
     def _user_started(self) -> None:
         self._turns += 1
-        self.session.hub.emit("user_speech_started")
-        if not self.session.utterances.speaking:
+        self.hub.emit("user_speech_started")
+        if not self.utterances.speaking:
             return
         reply, self._reply = self._reply, None
-        if reply and not self.session.utterances.heard(reply[0]):  # went on before hearing a word of it
+        if reply and not self.utterances.heard(reply[0]):  # went on before hearing a word of it
             self._carry, self._retracted = f"{reply[1]} {self._carry}".strip(), reply[0]
             if self._recorded[0] == reply[0]:  # all of it was produced already, and recorded
                 for _ in range(self._recorded[1]):
                     self.history.pop()
-        self.session.utterances.interrupt()  # barge-in
+        self.utterances.interrupt()  # barge-in
 
     def _recognise_early(self) -> None:
         if self._early is not None and not self._early[1].done():
@@ -104,19 +110,19 @@ class Conversation:
             self._end_turn(detector.end_now())
 
     def _end_turn(self, event: TurnEvent) -> None:
-        self.session.hub.emit("user_speech_ended", silence_ms=event.silence_ms)
+        self.hub.emit("user_speech_ended", silence_ms=event.silence_ms)
         assert event.audio is not None
         pending, self._early = self._early, None
         reuse = pending[1] if pending and pending[0] == event.voiced else None
         log.info("turn ended after %d ms of silence: %d voiced frames, early recognition %s", event.silence_ms,
                  event.voiced, "reused" if reuse else "not usable")
-        self.session.spawn(self._turn(event.audio, reuse, self._turns))
+        self.spawn(self._turn(event.audio, reuse, self._turns))
 
     async def _turn(self, audio: np.ndarray, early: asyncio.Future | None, number: int) -> None:
         try:
             text = await (early or self.asr.transcribe(audio))
         except AsrError as exc:
-            self.session.hub.emit("error", code="asr_failed", message=str(exc))
+            self.hub.emit("error", code="asr_failed", message=str(exc))
             return
         text, self._carry = f"{self._carry} {text}".strip(), ""
         if number != self._turns:  # the user spoke again meanwhile: one answer, to all of it
@@ -124,13 +130,13 @@ class Conversation:
             return
         if not text:
             return
-        self.session.hub.emit("transcript", role="user", text=text, final=True)
+        self.hub.emit("transcript", role="user", text=text, final=True)
         if not self.llm.configured:
-            self.session.hub.emit("error", code="llm_not_configured", message=NO_LLM)
+            self.hub.emit("error", code="llm_not_configured", message=NO_LLM)
             return
         utterance_id = new_utterance_id()
         self._reply = (utterance_id, text)
-        self.session.utterances.produce(utterance_id, self._answer(utterance_id, text))
+        self.utterances.produce(utterance_id, self._answer(utterance_id, text))
 
     async def _answer(self, utterance_id: str, question: str) -> None:
         words: list[str] = []
@@ -142,9 +148,9 @@ class Conversation:
                 yield token
 
         try:
-            await self.session.utterances.speak_sentences(utterance_id, sentences_of(tokens()))
+            await self.utterances.speak_sentences(utterance_id, sentences_of(tokens()))
         except LlmError as exc:
-            self.session.hub.emit("error", code="llm_failed", message=str(exc))
+            self.hub.emit("error", code="llm_failed", message=str(exc))
         finally:
             reply = "".join(words).strip()
             if self._retracted == utterance_id:  # its question is asked again, whole, with the next turn
@@ -153,6 +159,6 @@ class Conversation:
                 self.history.append(asked)
                 if reply:  # what was said, even when a barge-in cut it short
                     self.history.append({"role": "assistant", "content": reply})
-                    self.session.hub.emit("transcript", role="avatar", text=reply, final=True,
+                    self.hub.emit("transcript", role="avatar", text=reply, final=True,
                                           utterance_id=utterance_id)
                 self._recorded = (utterance_id, 2 if reply else 1)

@@ -29,26 +29,23 @@ import itertools
 import logging
 import os
 import socket
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
 from engine.config import EngineConfig
 from engine.families.portrait.avatar import NoFaceError
-from engine.runtime.avatar_cache import AvatarMissing, digest, suffix_of
-from engine.runtime.ray_actor import AvatarKey, EngineActor, EngineFull
+from engine.runtime.ray_actor import EngineActor, EngineFull
 
 from .engine_client import READY_TIMEOUT_S, EngineError, EngineUnavailable, RenderedChunk
 from .link import BitrateControl
+from .ray_avatars import AvatarShipping
 
 log = logging.getLogger("server.engine")
 PING_S = 1.0
 PING_TIMEOUT_S = 2.0
-KNOWN_AVATARS = 64  # digests remembered by (path, mtime, size): a clip is read once, not per session
 DISCOVER_EVERY = 5  # pings between two looks for actors other front ends added
 NAMESPACE = "avatar-server"
 
@@ -71,41 +68,6 @@ class Pool:
 
 def _died() -> EngineUnavailable:
     return EngineUnavailable("worker_died", "the engine worker stopped; please reconnect")
-
-
-class AvatarShipping:
-    """Avatars as the actors know them, by content (engine/runtime/avatar_cache.py): the
-    file goes to an actor's node the first time an actor there lacks it."""
-
-    def __init__(self) -> None:
-        self._keys: OrderedDict[tuple[str, int, int], AvatarKey] = OrderedDict()
-
-    async def key(self, path: str) -> AvatarKey:
-        try:
-            stat = os.stat(path)
-            known = (path, stat.st_mtime_ns, stat.st_size)
-            if known not in self._keys:
-                self._keys[known] = (digest(await asyncio.to_thread(Path(path).read_bytes)), suffix_of(Path(path).name))
-                while len(self._keys) > KNOWN_AVATARS:
-                    self._keys.popitem(last=False)
-        except OSError as exc:
-            raise EngineError("bad_avatar", f"cannot read avatar {Path(path).name}: {exc.strerror}") from None
-        self._keys.move_to_end(known)
-        return self._keys[known]
-
-    async def call(self, worker: RayWorker, path: str, method: Callable[[AvatarKey], Awaitable[Any]]) -> Any:
-        """`method(key)` on the worker's actor; if its node lacks the avatar, the file, then once more."""
-        import ray
-
-        key = await self.key(path)
-        try:
-            return await method(key)
-        except ray.exceptions.RayTaskError as exc:
-            if not isinstance(exc.cause, AvatarMissing):
-                raise
-        data = await asyncio.to_thread(Path(path).read_bytes)
-        await worker.actor.store_avatar.options(concurrency_group="ship").remote(key, data)
-        return await method(key)
 
 
 class RayWorker:
@@ -182,7 +144,7 @@ class RaySession:
         passes the session on to the next with a free place, as far as this front end knows."""
         full: set[int] = set()
         while True:
-            open_ = shipping.call(self.worker, avatar, lambda key: self.worker.actor.open.remote(
+            open_ = shipping.call(self.worker.actor, avatar, lambda key: self.worker.actor.open.remote(
                 self.session_id, key, seed))
             try:
                 return await self._call(open_, retry_full=True)
@@ -337,7 +299,7 @@ class RayEngineClient:
 
     async def _warm(self, worker: RayWorker) -> None:
         """The default avatar, analysed on the actor before a session needs it."""
-        await self.shipping.call(worker, self.config.preload_avatar, lambda key: worker.actor.warm.remote(key))
+        await self.shipping.call(worker.actor, self.config.preload_avatar, lambda key: worker.actor.warm.remote(key))
 
     def _rewarm(self, worker: RayWorker) -> None:
         def done(task: asyncio.Task) -> None:

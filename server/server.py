@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from aiortc import RTCSessionDescription
 
-from engine.config import EngineConfig, motion_delay_frames
+from engine.config import EngineConfig
+from engine.families.motion.delay import motion_delay_frames
 from speech.tts import PiperTts, TextToSpeech
 
 from . import encoder

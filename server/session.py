@@ -102,7 +102,8 @@ class Session:
         self.broadcast: Broadcast | WhipBroadcast | None = None
         self.viewers: dict[str, Viewer] = {}  # added receive-only viewers, sharing one encode
         self._shared: SharedEncoder | None = None
-        self.conversation = Conversation(self, *chat) if chat and config.mode == "chat" else None
+        self.conversation = (Conversation(self.hub, self.utterances, self.spawn, *chat)
+                             if chat and config.mode == "chat" else None)
 
     def start(self) -> None:
         self.spawn(self.pump.run(self.fail))

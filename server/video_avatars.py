@@ -1,6 +1,6 @@
 """Preparing video avatars: each clip in its own helper process, watched from the event loop.
 
-The helper (`python -m engine.families.video.prepare`) writes one JSON line per step.
+The helper (`python -m engine.runtime.prepare`) writes one JSON line per step.
 The first, `checked`, comes within seconds (stream, length, a face in sampled frames),
 so an unusable clip is refused with its reason before the upload is answered; the rest
 is progress, read in the background for `GET /v1/avatars/{id}`. The helper runs at a
@@ -50,7 +50,7 @@ async def start(prep: Preparation, folder: Path, size: int) -> None:
     """Start the helper and wait for its quick check: 422 (and nothing left behind) if the clip fails it."""
     nice = ["nice", "-n", str(NICE)] if shutil.which("nice") else []  # (preexec_fn is unsafe with threads)
     prep.process = await asyncio.create_subprocess_exec(
-        *nice, sys.executable, "-m", "engine.families.video.prepare", str(prep.clip), "--folder", str(folder),
+        *nice, sys.executable, "-m", "engine.runtime.prepare", str(prep.clip), "--folder", str(folder),
         "--size", str(size), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL, env=_helper_env())
     try:

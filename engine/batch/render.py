@@ -11,7 +11,7 @@ audio 21 ms early); a test checks the written file to the sample.
 from __future__ import annotations
 
 if __name__ == "__main__":  # python -m engine.batch.render: as `avatar-render` (engine.runtime.entry.run_render)
-    from engine.runtime.entry import single_threaded
+    from engine.threads import single_threaded
 
     single_threaded()
 
@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _avatar(photo: Path | None) -> Path:
+    from engine.assembly import prepare_file
     from engine.families.portrait.avatar import DEFAULT_AVATAR
-    from engine.families.prepared import prepare_file
 
     if photo is None:
         return DEFAULT_AVATAR

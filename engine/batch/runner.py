@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.config import SAMPLES_PER_FRAME, EngineConfig, motion_delay_frames
-from engine.core.stage import AudioChunk, FrameChunk, MotionChunk
-from engine.core.state import RollingState
+from engine.config import SAMPLES_PER_FRAME, EngineConfig
+from engine.core.stage import FrameChunk, MotionChunk
+from engine.core.stream import motion_chunk
+from engine.families.motion.delay import motion_delay_frames
 
 if TYPE_CHECKING:
     from engine.core.pipeline import Pipeline
+    from engine.core.state import RollingState
     from engine.stages.decode import DecodeStage
 
 _decode: DecodeStage | None = None  # a pool process's DecodeStage ...
@@ -88,12 +90,8 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
     try:
         first, slot = 0, 0
         for pcm, tail in _with_tail(pcm_chunks, -(-delay // step_frames) * step_frames):
-            frames = len(pcm) // SAMPLES_PER_FRAME
-            if frames > max_frames or frames % step_frames:
-                raise ValueError(f"pieces must be up to {max_frames} frames, a multiple of {step_frames}")
-            coeffs = np.concatenate([_motion(pipeline, state, first + i, pcm, i, step_frames)
-                                     for i in range(0, frames, step_frames)])
-            chunk = MotionChunk(first, coeffs)
+            chunk = _piece_motion(pipeline, state, first, pcm, max_frames, step_frames)
+            frames = len(chunk.coeffs)
             job: Any  # the pool's AsyncResult[int], or the FrameChunk decoded here
             if pool:
                 job = pool.apply_async(_run, (chunk, slot))
@@ -115,28 +113,13 @@ def batch_frames(pcm_chunks: Iterator[np.ndarray], avatar: Path, seed: int = 0, 
             shm.unlink()
 
 
-def motion_track(pipeline: Pipeline, pcm: np.ndarray, delay: int, seed: int = 0,
-                 step_frames: int = EngineConfig.chunk_frames) -> np.ndarray:
-    """(frames, DIM) motion of a whole recording, streamed in chunks as a live session is.
-
-    A model with lookahead makes frame t's motion when the audio of t + delay has arrived:
-    the stream gets that much trailing silence, and the first outputs (frames before the
-    recording) are dropped, so row t is frame t's motion, as a viewer sees it.
-    """
-    state = pipeline.new_state(seed)
-    frames = len(pcm) // SAMPLES_PER_FRAME // step_frames * step_frames
-    tail = -(-delay // step_frames) * step_frames
-    padded = np.concatenate([pcm[: frames * SAMPLES_PER_FRAME], np.zeros(tail * SAMPLES_PER_FRAME, pcm.dtype)])
-    out = [_motion(pipeline, state, first, padded[first * SAMPLES_PER_FRAME:], 0, step_frames)
-           for first in range(0, frames + delay, step_frames)]
-    return np.concatenate(out)[delay: delay + frames] if out else np.zeros((0, 0), np.float32)
-
-
-def _motion(pipeline: Pipeline, state: RollingState, first: int, pcm: np.ndarray, offset: int,
-            frames: int) -> np.ndarray:
-    audio = pcm[offset * SAMPLES_PER_FRAME:(offset + frames) * SAMPLES_PER_FRAME]
-    motion: MotionChunk = pipeline.render(AudioChunk(first, frames, audio), state)
-    return motion.coeffs
+def _piece_motion(pipeline: Pipeline, state: RollingState, first: int, pcm: np.ndarray, max_frames: int,
+                  step_frames: int) -> MotionChunk:
+    frames = len(pcm) // SAMPLES_PER_FRAME
+    if frames > max_frames or frames % step_frames:
+        raise ValueError(f"pieces must be up to {max_frames} frames, a multiple of {step_frames}")
+    return MotionChunk(first, np.concatenate([motion_chunk(pipeline, state, first + i, pcm, i, step_frames)
+                                              for i in range(0, frames, step_frames)]))
 
 
 def _with_tail(pcm_chunks: Iterator[np.ndarray], frames: int) -> Iterator[tuple[np.ndarray, bool]]:

@@ -49,7 +49,7 @@ class EngineActor:
     ping only tries it, to expire leases, and never waits), `_leasing` around the leases."""
 
     def __init__(self, index: int, config: EngineConfig, capacity: int, avatars: AvatarCache | None = None):
-        from engine.runtime.entry import single_threaded
+        from engine.threads import single_threaded
 
         single_threaded()  # numpy is loaded already in a Ray worker; this reaches its children
         import cv2

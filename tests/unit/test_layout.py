@@ -55,3 +55,85 @@ def test_engine_core_is_the_ground_floor():
     wrong = {str(path.relative_to(ROOT)): sorted(m for m in modules(path) if m.startswith(CORE_NEVER))
              for path in (ROOT / "engine" / "core").rglob("*.py")}
     assert not {path: names for path, names in wrong.items() if names}
+
+
+FAMILIES_NEVER = ("engine.stages", "engine.batch", "engine.runtime", "engine.assembly")
+
+
+def test_families_do_not_run_pipelines():
+    """A family is models and renderers; what runs them (stages, batch, runtime, assembly) is
+    above it, so preparing a video avatar is handed the motion it needs (adapt.Drive)."""
+    wrong = {str(path.relative_to(ROOT)): sorted(m for m in modules(path) if m.startswith(FAMILIES_NEVER))
+             for path in (ROOT / "engine" / "families").rglob("*.py")}
+    assert not {path: names for path, names in wrong.items() if names}
+
+
+def module_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of `packages` it imports (lazily too; `from a import b` counts as
+    a.b when b is a module, relative imports resolved)."""
+    files = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+             for pkg in packages for p in (ROOT / pkg).rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]) if node.level else ""
+                module = ".".join(filter(None, [base, node.module or ""]))
+                found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+        graph[name] = {m for m in found if m in files and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles_in_engine_or_server():
+    graph = module_graph(("engine", "server"))
+    assert len(graph) > 80 and sum(map(len, graph.values())) > 200  # the graph was read
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("package", ["engine", "server", "speech"])
+def test_functions_and_modules_stay_short(package):
+    """Small files with one owner, functions that read at a glance (docs/architecture.md)."""
+    long = []
+    for path in (ROOT / package).rglob("*.py"):
+        tree = ast.parse(source := path.read_text())
+        if source.count("\n") > 400:
+            long.append(f"{path.relative_to(ROOT)}: {source.count(chr(10))} lines")
+        long += [f"{path.relative_to(ROOT)}:{f.name}: {f.end_lineno - f.lineno + 1} lines" for f in ast.walk(tree)
+                 if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.end_lineno - f.lineno + 1 > 50]
+    assert not long

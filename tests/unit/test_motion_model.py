@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from engine.assembly import motion_stages, pipeline_for
-from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames
+from engine.config import FPS, SAMPLES_PER_FRAME
 from engine.core import motion
 from engine.core.pipeline import Pipeline
 from engine.core.stage import AudioChunk
+from engine.families.motion.delay import motion_delay_frames
 from engine.families.motion.dit import WEIGHTS, MotionDiT, MotionDiTConfig
 from engine.families.motion.mel_features import DIM as MEL_DIM
 from engine.families.portrait.avatar import DEFAULT_AVATAR

@@ -83,9 +83,9 @@ def test_the_preparation_helper_runs_under_cpu_and_memory_limits():
     import subprocess
     import sys
 
-    code = ("import resource; from engine.families.video.prepare import limit_resources; limit_resources(); "
+    code = ("import resource; from engine.runtime.prepare import limit_resources; limit_resources(); "
             "print(resource.getrlimit(resource.RLIMIT_CPU)[0], resource.getrlimit(resource.RLIMIT_AS)[0])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    from engine.families.video.prepare import CPU_LIMIT_S, MEMORY_LIMIT
+    from engine.runtime.prepare import CPU_LIMIT_S, MEMORY_LIMIT
 
     assert [int(v) for v in out] == [CPU_LIMIT_S, MEMORY_LIMIT]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.assembly import model_motion
 from engine.core import motion
 from engine.families.video import adapt
 from engine.families.video.mouth import KEY_INDEX, MouthBank, MouthChoice
@@ -122,7 +123,7 @@ def test_the_mouth_gain_scales_keys_and_keeps_shut_lips_shut():
     out = adapt.apply(gain, c)
     assert np.allclose(out[KEY_INDEX], [0.4, 0.1, 0.3, 0.2])
     assert out[motion.INDEX["head_yaw"]] == c[motion.INDEX["head_yaw"]]
-    assert np.array_equal(adapt.mouth_gain(None, motion.zeros(100)), np.ones(len(KEY_INDEX), np.float32))
+    assert np.array_equal(adapt.mouth_gain(None, motion.zeros(100), model_motion), np.ones(len(KEY_INDEX), np.float32))
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def prepared(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("video")
     clip = person_clip(folder / "person.mp4")
-    return folder / f"{prepare_clip(clip, folder)}{SUFFIX}"
+    return folder / f"{prepare_clip(clip, folder, model_motion)}{SUFFIX}"
 
 
 def test_preparing_a_real_clip(prepared):

@@ -36,10 +36,11 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine.assembly import motion_stages  # noqa: E402
-from engine.batch.runner import motion_track  # noqa: E402
-from engine.config import FPS, SAMPLES_PER_FRAME, motion_delay_frames  # noqa: E402
+from engine.config import FPS, SAMPLES_PER_FRAME  # noqa: E402
 from engine.core import motion  # noqa: E402
 from engine.core.pipeline import Pipeline  # noqa: E402
+from engine.core.stream import motion_track  # noqa: E402
+from engine.families.motion.delay import motion_delay_frames  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.motion.emphasis import frame_levels  # noqa: E402
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
@@ -62,7 +63,7 @@ def streamed_frames(pcm: np.ndarray) -> int:
 def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 0,
                closure: Path | None = CLOSURE_WEIGHTS) -> tuple[np.ndarray, float]:
     """(frames, DIM) motion of a whole recording as a live session streams it
-    (engine.batch.runner.motion_track), and the CPU seconds it took."""
+    (engine.core.stream.motion_track), and the CPU seconds it took."""
     started = time.process_time()
     track = motion_track(Pipeline(motion_stages(kind, weights, closure)), pcm, motion_delay_frames(kind, weights),
                          seed, CHUNK)

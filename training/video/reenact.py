@@ -35,6 +35,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from engine.assembly import model_motion
 from engine.core import motion
 from engine.families.portrait.rig_fit import fit_clip, mouth_opening
 from engine.families.video import walk
@@ -93,7 +94,7 @@ def cropped(frames: list[np.ndarray], crop: np.ndarray, size: int) -> list[np.nd
 def run_case(case: Case, out: Path, sheets: Path | None, drive: str = "sound", log=print) -> dict:
     upload = out / f"{case.name}-avatar.mp4"
     _, source_pcm = join_clips(case.avatar, upload)
-    avatar_id = prepare_clip(upload, out / "avatars")
+    avatar_id = prepare_clip(upload, out / "avatars", model_motion)
     ref = VideoReference.load(out / "avatars" / f"{avatar_id}{SUFFIX}")
     offset = av_offset([("avatar", ref.landmarks, source_pcm)])
     real = [read_clip(p) for p in case.driven]

@@ -37,7 +37,7 @@ class MotionDiTConfig:
     lookahead: int = 0
     """Frames of audio the model hears beyond the frame it moves: the token of frame t carries
     the features of frame t + lookahead, so the motion it makes lags the audio by that much
-    and the playout delays the audio to match (engine.config.motion_delay_frames)."""
+    and the playout delays the audio to match (engine/families/motion/delay.py)."""
     mlp_ratio: int = 2
     motion_dim: int = motion.DIM
     audio_dim: int = AUDIO_DIM

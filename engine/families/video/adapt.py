@@ -1,8 +1,9 @@
 """Identity-aware mouth: the motion model's mouth scaled to this person's own range.
 
 The model was trained over many mouths; this one may open wider or narrower. During
-preparation the model hears the clip's own sound, and each mouth key is scaled by how
-much more (or less) the person's fitted key varies over the clip than the model's. A
+preparation the model hears the clip's own sound (the caller drives it: families do not
+run pipelines), and each mouth key is scaled by how much more (or less) the person's
+fitted key varies over the clip than the model's. A
 gain and nothing else: shut lips stay shut and a neutral mouth stays neutral (a
 quantile map was tried first, and sent the model's near-zero silence to the person's
 median, a half-open mouth). A clip without usable sound keeps a gain of 1.
@@ -10,24 +11,25 @@ median, a half-open mouth). A clip without usable sound keeps a gain of 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from engine.config import SAMPLES_PER_FRAME, motion_delay_frames
+from engine.config import SAMPLES_PER_FRAME
 from engine.families.video.mouth import KEY_INDEX
+
+Drive = Callable[[np.ndarray], np.ndarray]
+"""48 kHz int16 sound -> (frames, DIM) the motion model's track of it (engine.assembly.model_motion)."""
 
 GAIN_RANGE = (0.5, 2.5)
 MIN_SPEECH_DB = -45.0  # a clip whose loudest frame is quieter than this has no speech to learn from
 
 
-def mouth_gain(pcm: np.ndarray | None, fitted: np.ndarray) -> np.ndarray:
+def mouth_gain(pcm: np.ndarray | None, fitted: np.ndarray, drive: Drive) -> np.ndarray:
     """(K,) gain per mouth key (mouth.KEYS): the person's std over the model's, on the clip."""
     if pcm is None or len(pcm) < SAMPLES_PER_FRAME * 50 or _peak_db(pcm) < MIN_SPEECH_DB:
         return np.ones(len(KEY_INDEX), np.float32)
-    from engine.assembly import motion_stages
-    from engine.batch.runner import motion_track
-    from engine.core.pipeline import Pipeline
-
-    model = motion_track(Pipeline(motion_stages("dit")), pcm, motion_delay_frames("dit"))
+    model = drive(pcm)
     n = min(len(model), len(fitted))
     ours, theirs = model[:n][:, KEY_INDEX].std(0), fitted[:n][:, KEY_INDEX].std(0)
     gain = np.where(ours > 1e-3, theirs / np.maximum(ours, 1e-3), 1.0)

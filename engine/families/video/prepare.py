@@ -5,7 +5,8 @@ tracks the face on every frame (at most 640 pixels wide, which is plenty for the
 and checks it is one frontal face big enough to animate; the second cuts every frame to
 the square the face moves in over the whole clip, so the avatar keeps the clip's own
 framing and head motion. Then the rig is fitted to every frame and the walk's jump
-table built. `progress(share, stage)` is called as it goes.
+table built. `progress(share, stage)` is called as it goes. The helper process that runs
+it for the server is engine/runtime/prepare.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.rig_fit import fill_gaps, fit_clip
-from engine.families.video.adapt import mouth_gain
+from engine.families.video.adapt import Drive, mouth_gain
 from engine.families.video.clip import ClipError, ClipInfo, frames, probe, sound
 from engine.families.video.clip import samples as clip_samples
 from engine.families.video.mouth import sharpness, turn
@@ -32,8 +33,6 @@ MIN_FACE_PX = 80  # face height (forehead to chin) in the source
 MAX_TURN = 0.22  # median nose offset from the cheeks' midpoint, in face widths (about 35 degrees)
 SECOND_SHARE = 0.2  # two faces in this share of the checked frames means two people
 COUNT_EVERY = 12  # frames between face counts (the detector costs as much as the mesh)
-CPU_LIMIT_S = 1200  # the helper's CPU time: a 5-minute 1080p clip takes about a third of it
-MEMORY_LIMIT = 6 << 30  # its address space (the mesh's runtime maps about 1.5 GB)
 SCENE_CUT = 0.3  # share of the colour histogram that moves between two frames at a cut
 FRAMING = 2.3  # the crop's side in face heights, as for photos (head and shoulders)
 
@@ -48,9 +47,10 @@ def clip_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress | None = None) -> str:
+def prepare_clip(path: Path, folder: Path, drive: Drive, size: int = 512, progress: Progress | None = None) -> str:
     """Prepare the clip at `path` into `folder/<id>.clip.npz` (id: a digest of the file) and
-    return the id; a clip prepared before is found by its digest and not redone."""
+    return the id; a clip prepared before is found by its digest and not redone. `drive`
+    makes the motion model's track of the clip's sound (engine.assembly.model_motion)."""
     report = progress or (lambda share, stage: None)
     avatar_id = clip_digest(path)
     target = folder / f"{avatar_id}{SUFFIX}"
@@ -70,7 +70,7 @@ def prepare_clip(path: Path, folder: Path, size: int = 512, progress: Progress |
     segment = segments(out_lm, scene[:n])
     jump_to, jump_cost = jump_table(out_lm, coeffs, scene[:n], segment)
     report(0.95, "learning the mouth")
-    gain = mouth_gain(sound(path), coeffs)
+    gain = mouth_gain(sound(path), coeffs, drive)
     folder.mkdir(parents=True, exist_ok=True)
     VideoReference(jpegs[:n], out_lm, coeffs, tracked[:n], scene[:n], segment, jump_to, jump_cost,
                    np.array([x0, y0, side, info.width, info.height]), gain, detail(sharp[:n], scene[:n])).save(target)
@@ -221,48 +221,3 @@ def quick_check(path: Path, samples: int = 6) -> ClipInfo:
 def _too_small(height: float) -> str:
     return (f"the face is only {height:.0f} pixels tall; film closer (at least {MIN_FACE_PX} pixels from "
             "forehead to chin)")
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m engine.families.video.prepare CLIP --folder F`: the server's helper process.
-
-    One JSON object per line on stdout: {"checked": true} once quick_check has passed, then
-    {"progress", "stage"} as it goes, then {"avatar_id"}; or {"error", "reason"} and exit 2.
-    """
-    import argparse
-    import json
-    import sys
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("clip", type=Path)
-    parser.add_argument("--folder", type=Path, required=True)
-    parser.add_argument("--size", type=int, default=512)
-    args = parser.parse_args(argv)
-    limit_resources()
-
-    def say(**message: object) -> None:
-        sys.stdout.write(json.dumps(message) + "\n")
-        sys.stdout.flush()
-
-    try:
-        quick_check(args.clip)
-        say(checked=True)
-        avatar_id = prepare_clip(args.clip, args.folder, args.size,
-                                 lambda share, stage: say(progress=round(share, 3), stage=stage))
-    except ClipError as exc:
-        say(error=exc.code, reason=str(exc))
-        raise SystemExit(2) from None
-    say(avatar_id=avatar_id)
-
-
-def limit_resources() -> None:
-    """Bound what one clip can cost, whatever it holds: past the CPU limit the kernel ends
-    the helper (the server reports the preparation failed); past the memory one, allocations fail."""
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S + 5))
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-
-if __name__ == "__main__":
-    main()

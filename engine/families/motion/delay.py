@@ -1,0 +1,23 @@
+"""How far a motion model's output lags the audio that drove it, known without loading it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def motion_delay_frames(motion: str = "dit", weights: Path | None = None) -> int:
+    """Frames by which a motion model's output lags the audio that drove it (its lookahead).
+
+    The playout (server session, batch render, evaluation) delays the audio by as much, so
+    a viewer sees each mouth shape with its sound. Read from the weights' metadata, which
+    needs only safetensors, so the server can ask without loading the model.
+    """
+    if motion != "dit":
+        return 0
+    from safetensors import safe_open
+
+    from engine.families.motion.dit import WEIGHTS
+
+    with safe_open(str(weights or WEIGHTS), "numpy") as f:
+        return int(json.loads(f.metadata()["config"]).get("lookahead", 0))
