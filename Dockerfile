@@ -10,6 +10,8 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY server server
 COPY engine engine
+COPY media media
+COPY speech speech
 COPY avatar_client avatar_client
 COPY assets assets
 COPY static static

@@ -16,6 +16,8 @@ import logging
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
 
+from media import aiortc_hooks
+
 logger = logging.getLogger(__name__)
 VIDEO_CLOCK = 90_000
 GIVE_UP_S = 0.3  # a few retransmission round trips through a queue of 100-200 ms
@@ -78,9 +80,4 @@ def _ticks_after(newer: int, older: int) -> int:
 
 def tolerate_loss(receiver) -> bool:
     """Give an aiortc video RTCRtpReceiver this buffer; False where aiortc's internals differ."""
-    name = "_RTCRtpReceiver__jitter_buffer"  # private: aiortc has no hook for its jitter buffer
-    if not isinstance(getattr(receiver, name, None), JitterBuffer):
-        logger.warning("this aiortc has no replaceable jitter buffer: lost packets may freeze the video")
-        return False
-    setattr(receiver, name, LossTolerantJitterBuffer())
-    return True
+    return aiortc_hooks.replace_jitter_buffer(receiver, LossTolerantJitterBuffer())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FPS = 25
-SAMPLE_RATE = 48_000
-SAMPLES_PER_FRAME = SAMPLE_RATE // FPS  # 1920: one video frame of audio
+from media.clock import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
+
+__all__ = ["FPS", "SAMPLE_RATE", "SAMPLES_PER_FRAME", "MOTION_MODELS", "EngineConfig"]
 MOTION_MODELS = ("dit", "interim")
 
 

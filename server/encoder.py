@@ -6,11 +6,10 @@ over 10 %. Here the encoder follows the session's BitrateControl (server/link.py
 which changes at most once every MIN_CHANGE_S. A change reopens x264 (PyAV cannot
 retune an open encoder: measured, its bit_rate is read once), never a keyframe storm.
 
-How it is hooked in: aiortc has no setting for its encoders; each RTCRtpSender asks the
-module function `aiortc.rtcrtpsender.get_encoder` for one, so `install` points that name
-at ours for this process (the server process, whose only senders are sessions'). Ours
-implements aiortc's public `Encoder` interface and leaves packetisation to aiortc's own
-H264Encoder through its public `pack`; nothing private of aiortc's is overridden.
+How it is hooked in: aiortc has no setting for its encoders, so `install` makes every
+sender of this process (the server's, whose only senders are sessions') ask ours
+(media/aiortc_hooks.py). Ours implements aiortc's public `Encoder` interface and leaves
+packetisation to aiortc's own H264Encoder through its public `pack`.
 """
 
 from __future__ import annotations
@@ -18,14 +17,15 @@ from __future__ import annotations
 import time
 
 import av
-from aiortc import RTCRtpCodecParameters, rtcrtpsender
+from aiortc import RTCRtpCodecParameters
 from aiortc.codecs import get_encoder as stock_get_encoder
 from aiortc.codecs import h264
 from aiortc.codecs.base import Encoder
 from av.frame import Frame
 from av.packet import Packet
 
-from engine.runtime.h264 import open_h264
+from media import aiortc_hooks
+from media.h264 import FrameEncoder
 
 from .link import BitrateControl, OnFrame
 
@@ -34,10 +34,13 @@ class RealtimeH264Encoder(Encoder):
     """x264 with a fast preset at the bitrate of its track's BitrateControl."""
 
     def __init__(self) -> None:
-        self.codec: av.VideoCodecContext | None = None
         self.control: BitrateControl | None = None  # the track's, from its first frame
-        self.opened_at = 0  # the rate x264 was opened with (its bit_rate reads back rounded to kbit/s)
+        self._x264 = FrameEncoder()
         self._packer = h264.H264Encoder()  # aiortc's RTP packetisation (STAP-A, FU-A)
+
+    @property
+    def codec(self) -> av.VideoCodecContext | None:
+        return self._x264.codec
 
     @property
     def target_bitrate(self) -> int:
@@ -52,14 +55,7 @@ class RealtimeH264Encoder(Encoder):
         assert isinstance(frame, av.VideoFrame)
         assert isinstance(frame.opaque, OnFrame), "frames come from AvatarVideoTrack, with its control"
         self.control = frame.opaque.control
-        if self.codec and (self.opened_at != self.control.rate
-                           or frame.width != self.codec.width or frame.height != self.codec.height):
-            self.codec = None
-        if self.codec is None:
-            self.codec = open_h264(frame.width, frame.height, self.control.rate)
-            self.opened_at = self.control.rate
-        frame.pict_type = av.video.frame.PictureType.I if force_keyframe else av.video.frame.PictureType.NONE
-        packet = av.Packet(b"".join(bytes(p) for p in self.codec.encode(frame)))
+        packet = av.Packet(self._x264.encode_frame(frame, self.control.rate, force_keyframe))
         assert frame.time_base is not None  # the track stamps every frame on the 90 kHz clock
         packet.pts, packet.time_base = frame.pts, frame.time_base
         return self._packer.pack(packet)
@@ -79,4 +75,4 @@ def _get_encoder(codec: RTCRtpCodecParameters) -> Encoder:
 
 def install() -> None:
     """Make every aiortc sender in this process use the real-time encoder."""
-    rtcrtpsender.get_encoder = _get_encoder
+    aiortc_hooks.use_encoders(_get_encoder)

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiortc.rtp import RTCP_PSFB_FIR, RTCP_PSFB_PLI, RtcpPsfbPacket
+
+from media import aiortc_hooks
 
 logger = logging.getLogger(__name__)
 MIN_BITRATE = 150_000  # below this a 512x512 face is mush; frames keep flowing regardless
@@ -109,18 +111,15 @@ class RetransmitLimit:
 
 def limit_resends(sender: Any, control: BitrateControl) -> RetransmitLimit | None:
     """Put one aiortc RTCRtpSender's NACK resends under a RetransmitLimit (this sender only)."""
-    resend = getattr(sender, "_retransmit", None)  # private: aiortc has no hook for its resends
-    if resend is None:
-        logger.warning("this aiortc has no _retransmit: NACK resends are not limited")
-        return None
     limit = RetransmitLimit(control)
 
-    async def limited(sequence_number: int) -> None:
-        if limit.allow(sequence_number, time.monotonic()):
-            await resend(sequence_number)
+    def wrap(resend: Callable[[int], Awaitable[None]]) -> Callable[[int], Awaitable[None]]:
+        async def limited(sequence_number: int) -> None:
+            if limit.allow(sequence_number, time.monotonic()):
+                await resend(sequence_number)
+        return limited
 
-    sender._retransmit = limited
-    return limit
+    return limit if aiortc_hooks.wrap_retransmit(sender, wrap) else None
 
 
 def relay_keyframe_requests(sender: Any, want_keyframe: Callable[[], None]) -> None:
@@ -128,14 +127,12 @@ def relay_keyframe_requests(sender: Any, want_keyframe: Callable[[], None]) -> N
     acts on them only for frames it encodes itself; frames encoded on an engine's node
     (AVATAR_ENGINE=ray) need the engine told, or a viewer that lost a frame waits for
     the next periodic keyframe (up to 2 s)."""
-    handle = getattr(sender, "_handle_rtcp_packet", None)  # private: aiortc has no hook for these
-    if handle is None:
-        logger.warning("this aiortc has no _handle_rtcp_packet: keyframe requests reach only its own encoders")
-        return
 
-    async def handled(packet: Any) -> None:
-        if isinstance(packet, RtcpPsfbPacket) and packet.fmt in (RTCP_PSFB_PLI, RTCP_PSFB_FIR):
-            want_keyframe()
-        await handle(packet)
+    def wrap(handle: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+        async def handled(packet: Any) -> None:
+            if isinstance(packet, RtcpPsfbPacket) and packet.fmt in (RTCP_PSFB_PLI, RTCP_PSFB_FIR):
+                want_keyframe()
+            await handle(packet)
+        return handled
 
-    sender._handle_rtcp_packet = handled
+    aiortc_hooks.wrap_rtcp(sender, wrap)

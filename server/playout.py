@@ -21,9 +21,8 @@ from typing import Any
 import av
 import numpy as np
 
-from engine.config import FPS, SAMPLES_PER_FRAME
+from media.clock import SAMPLES_PER_FRAME
 
-FRAME_S = 1 / FPS
 SILENCE = np.zeros(SAMPLES_PER_FRAME, np.int16)
 MUTED_KEPT = 64  # cancelled ids only matter while their audio may still be in flight
 

@@ -27,7 +27,7 @@ import av
 import numpy as np
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from engine.runtime.h264 import add_live_streams
+from media.h264 import add_live_streams
 
 TICK = struct.Struct("<IBII")
 RAW, UNIT = 0, 1

@@ -22,7 +22,7 @@ import numpy as np
 from aiortc import RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from engine.config import SAMPLE_RATE
+from media.clock import SAMPLE_RATE
 from speech.tts import TextToSpeech
 
 from .broadcast import Broadcast
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("server.session")
 VIEWER_CONNECT_S = 10.0  # an added viewer that never connects frees its place as soon as a session's offer does
-MIRROR_BACKLOG = 48_000 * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
+MIRROR_BACKLOG = SAMPLE_RATE * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 EngineOpener = Callable[[Callable[[EngineError], None]], SessionEngine]
 """Opens the session's engine session, reporting its failures to the callback given."""
 

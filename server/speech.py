@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from media.clock import SAMPLE_RATE
+
 MAX_BUFFERED_S = 20.0  # producers wait beyond this; memory stays bounded
-RATE = 48_000
+RATE = SAMPLE_RATE
 
 
 def new_utterance_id() -> str:

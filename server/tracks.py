@@ -9,12 +9,11 @@ from collections.abc import Callable
 import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from media.clock import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, VIDEO_CLOCK
 
 from .link import BitrateControl, OnFrame
 from .playout import Playout
 
-VIDEO_CLOCK = 90_000
 AUDIO_PTIME = 0.020
 AUDIO_SAMPLES = SAMPLES_PER_FRAME // 2  # 20 ms at 48 kHz
 

@@ -28,11 +28,11 @@ import av
 import numpy as np
 from aiortc import RTCPeerConnection
 
-from engine.config import FPS
-from engine.runtime.h264 import FrameEncoder
+from media.clock import FPS, VIDEO_CLOCK
+from media.h264 import FrameEncoder
 
 from .playout import Playout, hand_on
-from .tracks import VIDEO_CLOCK, AvatarAudioTrack, AvatarVideoTrack
+from .tracks import AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.viewers")
 QUEUE_TICKS = 8  # pictures waiting for the encoder; more means it fell behind: the oldest go

@@ -19,9 +19,11 @@ from typing import Protocol
 
 import numpy as np
 
+from media.clock import SAMPLE_RATE
+
 SYNTH_TIMEOUT_S = 30.0
 TTS_NICENESS = 5  # below rendering, but the first sentence is on the reply's critical path
-OUT_RATE = 48_000
+OUT_RATE = SAMPLE_RATE
 WARM_UP = ("Ready.", "The voice is loaded and ready to speak, and this sentence is about as long as the longest "
            "that the server ever hands it in one piece, so that every buffer it will need is made now, "
            "before anybody waits for an answer.")

@@ -28,7 +28,7 @@ import numpy as np
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, EngineConfig
 from engine.core.stage import FrameChunk
-from engine.runtime.h264 import add_live_streams
+from media.h264 import add_live_streams
 
 MOTION_CHUNK = 2  # the motion stage's chunk: every piece must hold whole ones
 CHUNK_FRAMES = 10

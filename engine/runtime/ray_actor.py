@@ -2,7 +2,7 @@
 
 The same SessionHost as a local worker, called by Ray instead of a pipe. Each call
 is one request. Frames are encoded here, on the node that rendered them, with the
-server's own H.264 settings (engine/runtime/h264.py) at the rate the viewer's link
+server's own H.264 settings (media/h264.py) at the rate the viewer's link
 allows, and only the packets go back: ~6 kB a frame at 1.2 Mbit/s, against 393 kB raw.
 
 The actors are a pool that several front ends share, so this actor, not a front end,
@@ -29,7 +29,7 @@ import numpy as np
 
 from engine.config import EngineConfig
 from engine.runtime.avatar_cache import AvatarCache
-from engine.runtime.h264 import FrameEncoder
+from media.h264 import FrameEncoder
 
 LEASE_S = 10.0
 

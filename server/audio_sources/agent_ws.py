@@ -19,6 +19,8 @@ import av
 import numpy as np
 from aiohttp import WSMsgType, web
 
+from media.clock import SAMPLE_RATE
+
 from ..errors import ApiError, parse_json
 from ..events import event
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from ..session import Session
 
 MIN_RATE, MAX_RATE = 8000, 48000
-OUT_RATE = 48000
+OUT_RATE = SAMPLE_RATE
 MAX_MESSAGE_S = 5.0  # audio in one binary message; longer ones are refused, not queued
 MAX_MESSAGE_BYTES = int(MAX_RATE * 2 * MAX_MESSAGE_S)  # larger frames close the socket (1009)
 MAX_MESSAGES_PER_S = 500  # a flood of tiny messages is read at this pace, not resampled at any rate

@@ -8,8 +8,8 @@ import pytest
 from engine.config import SAMPLES_PER_FRAME, EngineConfig
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 from engine.runtime.avatar_cache import AvatarCache, AvatarMissing, digest
-from engine.runtime.h264 import FrameEncoder
 from engine.runtime.ray_actor import LEASE_S, EngineActor, EngineFull
+from media.h264 import FrameEncoder
 
 CHUNK = bytes(2 * SAMPLES_PER_FRAME * 2)
 PHOTO = DEFAULT_AVATAR.read_bytes()

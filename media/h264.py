@@ -1,6 +1,7 @@
-"""Our H.264: one set of x264 settings for every encoder, the server's (one per viewer, fed
-raw frames from the ring) and a Ray actor's (one per session, on the node that renders it,
-so only packets cross the network). This module imports no aiortc."""
+"""Our H.264: one set of x264 settings and one encoder that reopens when the rate moves, for
+the server's real-time senders (server/encoder.py), its shared viewers' encoder, and a Ray
+actor's (one per session, on the node that renders it, so only packets cross the network).
+This module imports no aiortc."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import fractions
 import av
 import numpy as np
 
-FPS = 25
+from .clock import FPS, SAMPLE_RATE
 
 
 def open_h264(width: int, height: int, rate: int) -> av.VideoCodecContext:
@@ -29,20 +30,24 @@ def open_h264(width: int, height: int, rate: int) -> av.VideoCodecContext:
 
 
 class FrameEncoder:
-    """One session's frames, in order, to H.264 access units (Annex B bytes, one per frame)
-    at a rate that may change between frames: a change reopens x264, with a keyframe."""
+    """Frames, in order, to H.264 access units (Annex B bytes, one per frame) at a rate that
+    may change between frames: a change of rate or size reopens x264, with a keyframe."""
 
     def __init__(self) -> None:
         self.codec: av.VideoCodecContext | None = None
-        self.rate = 0
+        self.rate = 0  # the rate asked for (x264's bit_rate reads back rounded to kbit/s)
         self._pts = 0
 
     def encode(self, i420: np.ndarray, rate: int, keyframe: bool = False) -> bytes:
-        height, width = i420.shape[0] * 2 // 3, i420.shape[1]
-        if self.codec is None or rate != self.rate:
-            self.codec, self.rate = open_h264(width, height, rate), rate
+        """A raw I420 frame, stamped with the next frame number."""
         frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
         frame.pts, self._pts = self._pts, self._pts + 1
+        return self.encode_frame(frame, rate, keyframe)
+
+    def encode_frame(self, frame: av.VideoFrame, rate: int, keyframe: bool = False) -> bytes:
+        if self.codec is None or rate != self.rate or (frame.width, frame.height) != (self.codec.width,
+                                                                                     self.codec.height):
+            self.codec, self.rate = open_h264(frame.width, frame.height, rate), rate
         frame.pict_type = av.video.frame.PictureType.I if keyframe else av.video.frame.PictureType.NONE
         return b"".join(bytes(p) for p in self.codec.encode(frame))
 
@@ -59,6 +64,6 @@ def add_live_streams(container: av.container.OutputContainer, size: int) -> tupl
     video.pix_fmt, video.bit_rate = "yuv420p", LIVE_BITRATE
     video.options = {"preset": "veryfast", "tune": "zerolatency", "g": str(2 * FPS), "keyint_min": str(2 * FPS),
                      "sc_threshold": "0", "bf": "0"}
-    audio = container.add_stream("aac", rate=48_000, layout="mono")
+    audio = container.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
     audio.bit_rate = 96_000
     return video, audio

@@ -1,0 +1,79 @@
+"""Every place we reach inside aiortc, in one room, each with the reason aiortc leaves no
+public way. aiortc is pinned (pyproject.toml, PINNED here); tests/unit/test_aiortc_hooks.py
+fails, naming what moved, when the installed aiortc is another version or lacks any of it.
+Each hook returns False (and logs) instead of raising where aiortc differs at run time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiortc
+from aiortc import rtcrtpsender
+from aiortc.jitterbuffer import JitterBuffer
+
+logger = logging.getLogger("media.aiortc_hooks")
+PINNED = "1.16.0"
+JITTER_BUFFER = "_RTCRtpReceiver__jitter_buffer"  # name-mangled: RTCRtpReceiver.__jitter_buffer
+
+
+def use_encoders(factory: Callable[[Any], Any]) -> None:
+    """Every RTCRtpSender in this process gets its encoder from `factory(codec)`: aiortc has
+    no setting for its encoders; each sender asks the module function
+    `aiortc.rtcrtpsender.get_encoder` (x264's default preset and a keyframe on every REMB
+    change otherwise: server/encoder.py)."""
+    rtcrtpsender.get_encoder = factory  # type: ignore[assignment]  # ours returns an Encoder too
+
+
+def wrap_retransmit(sender: Any, wrap: Callable[[Callable[[int], Awaitable[None]]], Callable[[int], Awaitable[None]]]
+                    ) -> bool:
+    """`sender._retransmit(seq)`, which answers each NACK, replaced by `wrap(original)`:
+    aiortc resends every NACKed packet with no limit (server/link.py RetransmitLimit)."""
+    return _wrap(sender, "_retransmit", wrap, "NACK resends are not limited")
+
+
+def wrap_rtcp(sender: Any, wrap: Callable[[Callable[[Any], Awaitable[None]]], Callable[[Any], Awaitable[None]]]
+              ) -> bool:
+    """`sender._handle_rtcp_packet(packet)` replaced by `wrap(original)`: aiortc acts on PLI
+    and FIR only for frames it encodes itself and tells no one else (server/link.py)."""
+    return _wrap(sender, "_handle_rtcp_packet", wrap, "keyframe requests reach only aiortc's own encoders")
+
+
+def replace_jitter_buffer(receiver: Any, buffer: JitterBuffer) -> bool:
+    """A video RTCRtpReceiver's jitter buffer replaced by `buffer`: aiortc's waits forever
+    for a lost packet, freezing the picture (avatar_client/jitter.py)."""
+    if not isinstance(getattr(receiver, JITTER_BUFFER, None), JitterBuffer):
+        logger.warning("this aiortc has no replaceable jitter buffer: lost packets may freeze the video")
+        return False
+    setattr(receiver, JITTER_BUFFER, buffer)
+    return True
+
+
+def missing() -> list[str]:
+    """What this process's aiortc lacks of what the hooks rely on (empty: all there)."""
+    from aiortc import RTCRtpReceiver, RTCRtpSender
+
+    wanted = [(rtcrtpsender, "get_encoder"), (RTCRtpSender, "_retransmit"), (RTCRtpSender, "_handle_rtcp_packet")]
+    gaps = [f"{getattr(owner, '__name__', owner)}.{name}" for owner, name in wanted if not hasattr(owner, name)]
+    if "self.__jitter_buffer" not in _source(RTCRtpReceiver.__init__):
+        gaps.append(f"RTCRtpReceiver.{JITTER_BUFFER}")
+    if aiortc.__version__ != PINNED:
+        gaps.append(f"aiortc {aiortc.__version__} (pinned {PINNED})")
+    return gaps
+
+
+def _wrap(sender: Any, name: str, wrap: Callable[[Any], Any], loss: str) -> bool:
+    original = getattr(sender, name, None)
+    if original is None:
+        logger.warning("this aiortc has no %s: %s", name, loss)
+        return False
+    setattr(sender, name, wrap(original))
+    return True
+
+
+def _source(function: Callable) -> str:
+    import inspect
+
+    return inspect.getsource(function)
