@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import io
 import logging
-import multiprocessing as mp
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from engine.families.video.reference import StaleReference, check_format, is_vid
 
 from . import video_avatars
 from .errors import ApiError
+from .helper_process import HelperProcess
 from .video_avatars import Preparation
 
 log = logging.getLogger("server.avatars")
@@ -56,8 +55,7 @@ class AvatarStore:
             clips = [p for p in folder.glob(f"*{CLIP_SUFFIX}") if _current(p)]
             for path in sorted(photos + clips, key=lambda p: p.stat().st_mtime)[-limit:]:
                 self.paths[path.name.split(".")[0]] = path
-        self._pool: ProcessPoolExecutor | None = None
-        self._idle: asyncio.TimerHandle | None = None
+        self._helper = HelperProcess(POOL_IDLE_S)  # a server that is not taking photos holds none
         # One upload in the helper at a time: one that crashes it fails alone.
         self._turn = asyncio.Lock()
         self._receiving = 0  # clips being written to disk now
@@ -98,28 +96,13 @@ class AvatarStore:
             except NoFaceError as exc:
                 raise ApiError(422, "no_face", str(exc)) from None
             except BrokenProcessPool:
-                self._pool = None
                 raise ApiError(422, "bad_image", "the image could not be analysed") from None
             self.paths[avatar_id] = self.folder / f"{avatar_id}.png"
         return avatar_id
 
     async def _analyse(self, data: bytes) -> str:
-        """The photo prepared by the helper process, started when needed and ended once idle
-        for POOL_IDLE_S (a server that is not taking photos holds no helper)."""
-        if self._idle is not None:
-            self._idle.cancel()
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._pool, prepare_upload, data, str(self.folder))
-        finally:
-            self._idle = loop.call_later(POOL_IDLE_S, self._end_pool)
-
-    def _end_pool(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """The photo prepared by the helper process."""
+        return await self._helper.run(prepare_upload, data, str(self.folder))
 
     @contextlib.contextmanager
     def receiving(self) -> Iterator[None]:
@@ -194,10 +177,7 @@ class AvatarStore:
 
     async def close(self) -> None:
         await asyncio.gather(*(video_avatars.stop(p) for p in self.preparing.values()), return_exceptions=True)
-        if self._idle is not None:
-            self._idle.cancel()
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+        self._helper.close()
 
 
 def _current(path: Path) -> bool:

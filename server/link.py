@@ -24,6 +24,8 @@ from aiortc.rtp import RTCP_PSFB_FIR, RTCP_PSFB_PLI, RtcpPsfbPacket
 
 from media import aiortc_hooks
 
+from .token_bucket import TokenBucket
+
 logger = logging.getLogger(__name__)
 MIN_BITRATE = 150_000  # below this a 512x512 face is mush; frames keep flowing regardless
 DOWN, UP = 0.8, 1.05  # the estimate must leave this band around the rate to move it
@@ -91,18 +93,16 @@ class RetransmitLimit:
 
     def __init__(self, control: BitrateControl):
         self.control = control
-        self._tokens, self._at = float(RESEND_BURST), time.monotonic()
+        self._bucket = TokenBucket(RESEND_BURST, time.monotonic())
         self._resent: dict[int, float] = {}  # sequence number -> when
         self.refused = 0
 
     def allow(self, sequence_number: int, now: float) -> bool:
         rate = self.control.rate * RESEND_SHARE / PACKET_BITS
-        self._tokens = min(RESEND_BURST, self._tokens + (now - self._at) * rate)
-        self._at = now
-        if self._tokens < 1 or now - self._resent.get(sequence_number, -RESEND_GAP_S) < RESEND_GAP_S:
+        self._bucket.fill(now, rate)
+        if now - self._resent.get(sequence_number, -RESEND_GAP_S) < RESEND_GAP_S or not self._bucket.take():
             self.refused += 1
             return False
-        self._tokens -= 1
         self._resent[sequence_number] = now
         if len(self._resent) > 512:  # bounded: forget what is past resending twice
             self._resent = {seq: t for seq, t in self._resent.items() if now - t < RESEND_GAP_S}

@@ -23,6 +23,7 @@ from aiortc import RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import SAMPLE_RATE
+from media.resample import MonoResampler
 from speech.tts import TextToSpeech
 
 from .broadcast import Broadcast
@@ -132,13 +133,13 @@ class Session:
             self.spawn(self._listen(track, 16_000, self.conversation.hear))
 
     async def _listen(self, track: MediaStreamTrack, rate: int, sink: Callable[[np.ndarray], object]) -> None:
-        resampler = av.AudioResampler("s16", "mono", rate)
+        resampler = MonoResampler(rate)
         try:
             while not self.closed.is_set():
                 frame = await track.recv()
                 assert isinstance(frame, av.AudioFrame)  # only audio tracks are listened to
-                for out in resampler.resample(frame):
-                    sink(out.to_ndarray().reshape(-1))
+                for pcm in resampler.frame(frame):
+                    sink(pcm)
         except MediaStreamError:
             pass
 

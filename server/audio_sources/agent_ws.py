@@ -15,14 +15,15 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-import av
 import numpy as np
 from aiohttp import WSMsgType, web
 
 from media.clock import SAMPLE_RATE
+from media.resample import MonoResampler
 
 from ..errors import ApiError, parse_json
 from ..events import event
+from ..token_bucket import TokenBucket
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -47,26 +48,10 @@ def parse_rate(request: web.Request) -> int:
     return rate
 
 
-class Resampler:
-    """Streaming PCM16 mono resampler to 48 kHz (keeps its filter state across chunks)."""
-
-    def __init__(self, rate: int):
-        self.rate = rate
-        self._resampler = None if rate == OUT_RATE else av.AudioResampler("s16", "mono", OUT_RATE)
-
-    def __call__(self, pcm: np.ndarray) -> np.ndarray:
-        if self._resampler is None:
-            return pcm
-        frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = self.rate
-        out = [f.to_ndarray().reshape(-1) for f in self._resampler.resample(frame)]
-        return np.concatenate(out) if out else np.zeros(0, np.int16)
-
-
 async def serve_agent_audio(session: Session, request: web.Request, rate: int) -> web.WebSocketResponse:
     ws = web.WebSocketResponse(heartbeat=20, max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
-    resample, utterance, budget = Resampler(rate), None, RateLimit(MAX_MESSAGES_PER_S)
+    resample, utterance, budget = MonoResampler(OUT_RATE), None, RateLimit(MAX_MESSAGES_PER_S)
     closer = asyncio.ensure_future(_close_with(session, ws))
     events, mine = session.hub.subscribe(), set[str]()  # mine: this socket's utterances
     reporter = asyncio.ensure_future(_report_playback(events, ws, mine))
@@ -76,7 +61,7 @@ async def serve_agent_audio(session: Session, request: web.Request, rate: int) -
                 break
             await budget.wait()
             if msg.type == WSMsgType.BINARY:
-                utterance = await _audio(session, ws, resample, utterance, msg.data)
+                utterance = await _audio(session, ws, resample, rate, utterance, msg.data)
                 if utterance is not None:
                     if len(mine) > 64:  # finishes lost to a subscriber queue's overflow: never a growing set
                         mine.pop()
@@ -112,33 +97,32 @@ class RateLimit:
     socket is read more slowly: TCP pushes back on the sender and nothing is lost."""
 
     def __init__(self, per_s: float):
-        self.per_s, self.tokens, self.at = per_s, per_s, time.monotonic()
+        self.per_s, self.bucket = per_s, TokenBucket(per_s, time.monotonic())
 
     async def wait(self) -> None:
-        now = time.monotonic()
-        self.tokens = min(self.per_s, self.tokens + (now - self.at) * self.per_s)
-        self.at = now
-        if self.tokens < 1:
-            await asyncio.sleep((1 - self.tokens) / self.per_s)
-            self.tokens, self.at = 1.0, time.monotonic()
-        self.tokens -= 1
+        self.bucket.fill(time.monotonic(), self.per_s)
+        if self.bucket.tokens < 1:
+            await asyncio.sleep((1 - self.bucket.tokens) / self.per_s)
+            self.bucket.tokens, self.bucket.at = 1.0, time.monotonic()  # what the sleep earned
+        self.bucket.take()
 
 
-async def _audio(session: Session, ws: web.WebSocketResponse, resample: Resampler, utterance: str | None,
-                 data: bytes) -> str | None:
+async def _audio(session: Session, ws: web.WebSocketResponse, resample: MonoResampler, rate: int,
+                 utterance: str | None, data: bytes) -> str | None:
+    """One binary message: PCM16 mono at `rate`, the agent's."""
     if not data:
         return utterance  # an empty message carries no audio
     if len(data) % 2:
         await _refuse(ws, session, "bad_audio", "binary messages are PCM16: an even number of bytes")
         return utterance
-    if len(data) > resample.rate * 2 * MAX_MESSAGE_S:
+    if len(data) > rate * 2 * MAX_MESSAGE_S:
         await _refuse(ws, session, "audio_too_long", f"one message may carry at most {MAX_MESSAGE_S:.0f} s of "
                       "audio; send it in smaller pieces (it was dropped)")
         return utterance
     if utterance is None:
         utterance = session.utterances.open_live()
         await ws.send_json({"type": "utterance", "utterance_id": utterance})
-    pcm = resample(np.frombuffer(data, "<i2"))
+    pcm = resample.pcm(np.frombuffer(data, "<i2"), rate)
     if len(pcm) and not await session.utterances.push_audio(utterance, pcm):
         return None  # interrupted meanwhile: the next chunk starts a new utterance
     return utterance

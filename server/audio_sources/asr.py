@@ -14,15 +14,14 @@ address, JFK) the text matches the 30 s decoding in 14, differs by a word in the
 
 from __future__ import annotations
 
-import asyncio
-import multiprocessing as mp
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import numpy as np
+
+from ..helper_process import HelperProcess
 
 _MODEL = None
 WINDOW_S, WINDOW_MARGIN_S, MAX_S = 10, 5, 30
@@ -86,23 +85,16 @@ class SpeechRecognizer:
     """Async front of the recogniser process."""
 
     def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
-        return self._pool
+        self._helper = HelperProcess()  # kept: the model stays loaded between turns
 
     async def warm(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor(), _warm)
+        await self._helper.run(_warm)
 
     async def transcribe(self, pcm16k: np.ndarray) -> str:
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor(), _transcribe, pcm16k)
-        except BrokenProcessPool:
-            self._pool = None  # the next turn gets a fresh recogniser process
+            return await self._helper.run(_transcribe, pcm16k)
+        except BrokenProcessPool:  # the next turn gets a fresh recogniser process
             raise AsrError("speech recognition stopped unexpectedly; it restarts with the next turn") from None
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+        self._helper.close()
