@@ -29,6 +29,7 @@ import numpy as np
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, EngineConfig
 from engine.core.stage import FrameChunk
 from media.h264 import add_live_streams
+from media.resample import MonoResampler
 
 MOTION_CHUNK = 2  # the motion stage's chunk: every piece must hold whole ones
 CHUNK_FRAMES = 10
@@ -56,13 +57,11 @@ def audio_stream(path: Path) -> tuple[Iterator[np.ndarray], float]:
         duration = (container.duration or 0) / 1e6
 
     def blocks() -> Iterator[np.ndarray]:
-        resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
+        resampler = MonoResampler(SAMPLE_RATE)
         try:
             for frame in container.decode(stream):
-                for out in resampler.resample(frame):
-                    yield out.to_ndarray().reshape(-1)
-            for out in resampler.resample(None):
-                yield out.to_ndarray().reshape(-1)
+                yield from resampler.frame(frame)
+            yield from resampler.frame(None)
         except av.error.FFmpegError as exc:
             raise RenderError(f"{path}: the audio is damaged or truncated ({_reason(exc)})") from None
         finally:

@@ -162,6 +162,7 @@ def sound(path: Path) -> np.ndarray | None:
     import av
 
     from engine.config import SAMPLE_RATE
+    from media.resample import MonoResampler
 
     with open_clip(path) as container:
         if not container.streams.audio or not container.streams.video:
@@ -170,8 +171,9 @@ def sound(path: Path) -> np.ndarray | None:
         declared = _seconds(container, container.streams.video[0])
     with open_clip(path) as container:
         audio = container.streams.audio[0]
-        resampler = av.AudioResampler("s16", "mono", SAMPLE_RATE)
-        blocks, audio_start = [], None
+        resampler = MonoResampler(SAMPLE_RATE)
+        blocks: list[np.ndarray] = []
+        audio_start = None
         try:
             for frame in container.decode(audio):
                 if frame.pts is not None and audio.time_base is not None:
@@ -179,8 +181,8 @@ def sound(path: Path) -> np.ndarray | None:
                     audio_start = at if audio_start is None else audio_start
                     if at - video_start > declared + OVERRUN_S:
                         break
-                blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
-            blocks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
+                blocks += resampler.frame(frame)
+            blocks += resampler.frame(None)
         except av.error.FFmpegError:
             return None  # the picture is what the avatar needs; a broken sound track only loses adaptation
     if not blocks:
