@@ -20,12 +20,16 @@ from .targets import Listed
 
 
 def _default_workers() -> int:
-    """One worker per NVIDIA device where there are any (seen without importing torch), else one."""
+    """One per NVIDIA GPU, else 1.
+
+    The devices are counted without importing torch."""
     return max(1, len(glob.glob("/dev/nvidia[0-9]*")))
 
 
 def _default_max_sessions() -> int:
-    """On a CPU one 512x512 session costs about two thirds of a core (renderer, encoder, RTP;
+    """The CPU count; 4 per GPU.
+
+    On a CPU one 512x512 session costs about two thirds of a core (renderer, encoder, RTP;
     bench/load.py measures it); on GPUs, four per device until measured otherwise."""
     gpus = len(glob.glob("/dev/nvidia[0-9]*"))
     return 4 * gpus if gpus else max(1, os.cpu_count() or 1)
@@ -36,14 +40,18 @@ def _cores() -> int:
 
 
 def _default_max_viewers() -> int:
-    """bench/viewers.py: an added viewer costs the server +4.4 % of a core (its Opus, RTP and
+    """8 per core.
+
+    bench/viewers.py: an added viewer costs the server +4.4 % of a core (its Opus, RTP and
     DTLS); with the players on the same 2 cores, 25 viewers fell to 21.5 fps and 10 held 25.1.
     Eight a core keeps 25 fps with room for the sessions themselves."""
     return 8 * _cores()
 
 
 def _default_max_broadcasts() -> int:
-    """A broadcast is one more x264 + AAC encode in a publisher process of its own:
+    """1 per core.
+
+    A broadcast is one more x264 + AAC encode in a publisher process of its own:
     bench/broadcast.py measured +31 % of a core beside +63 % for a second session. One per
     core leaves room for the sessions being broadcast."""
     return _cores()
@@ -59,9 +67,11 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"
+    """Address to listen on (also --host); 0.0.0.0 for every interface."""
     port: int = 8080
+    """Port to listen on (also --port)."""
     avatar: Path = DEFAULT_AVATAR
-    """Portrait used when a session names no avatar."""
+    """Portrait or clip used when a session names no avatar (also --avatar); the bundled face by default."""
     workers: int = field(default_factory=_default_workers)
     """Engine worker processes (with engine = "ray": actors, one CPU core each)."""
     engine: str = "local"
@@ -78,7 +88,9 @@ class ServerConfig:
     ice_servers: tuple[str, ...] = ()
     """STUN/TURN URLs. Empty by default: an unreachable server stalls ICE gathering for 5 s."""
     ice_username: str = ""
+    """Username for the TURN servers in ice_servers."""
     ice_credential: str = ""
+    """Credential for the TURN servers in ice_servers."""
     max_sessions: int = field(default_factory=_default_max_sessions)
     """Sessions admitted at once; more get 503 with Retry-After, admitted ones are unaffected."""
     max_sessions_per_client: int = 0
@@ -114,7 +126,9 @@ class ServerConfig:
     llm_base_url: str = ""
     """Chat mode's OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (Ollama)."""
     llm_model: str = ""
+    """The model chat mode asks llm_base_url for."""
     llm_api_key: str = ""
+    """Sent as `Authorization: Bearer` to llm_base_url when set."""
     tts_voice: str = ""
     """Piper voice model (.onnx); empty means the bundled joe-us voice."""
     motion_model: str = "dit"

@@ -57,3 +57,18 @@ def test_ray_actor_resources_are_numbers_and_a_worker_takes_at_least_one_session
         ServerConfig.load(None, env={"AVATAR_RAY_WORKER_GPUS": "one"})
     with pytest.raises(ConfigError, match="'sessions_per_worker' >= 1"):
         ServerConfig.load(None, env={"AVATAR_SESSIONS_PER_WORKER": "0"})
+
+
+def test_the_configuration_page_is_written_from_the_settings_docstrings():
+    """docs/configuration.md's table is ServerConfig's fields and docstrings, every one of them
+    documented; a field added without rerunning `python -m server.config_docs` fails here."""
+    from dataclasses import fields
+
+    from server import config_docs
+    from server.config import ServerConfig
+
+    documented = config_docs.settings()
+    assert [name for name, _, _ in documented] == [f.name for f in fields(ServerConfig)]
+    assert [name for name, _, doc in documented if not doc] == []
+    page = config_docs.PAGE.read_text()
+    assert config_docs.rewritten(page) == page, "stale: run python -m server.config_docs"

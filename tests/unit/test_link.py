@@ -105,9 +105,9 @@ def test_resends_are_limited_per_packet_and_in_total():
     control = BitrateControl(1_200_000)
     control.rate = 150_000  # 0.2 of it is ~3 packets a second
     limit = RetransmitLimit(control)
-    assert limit.allow(7, now=limit._bucket.at) and not limit.allow(7, now=limit._bucket.at + 0.1), "once per round trip"
-    assert limit.allow(7, now=limit._bucket.at + RESEND_GAP_S)
     t = limit._bucket.at
+    assert limit.allow(7, now=t) and not limit.allow(7, now=t + 0.1), "once per round trip"
+    assert limit.allow(7, now=t + RESEND_GAP_S)
     allowed = sum(limit.allow(seq, now=t + seq / 1000) for seq in range(100, 200))  # a NACK storm of 0.1 s
     assert allowed <= RESEND_BURST and limit.refused >= 90
     later = sum(limit.allow(seq, now=t + 10 + seq / 100) for seq in range(300, 400))  # 100 NACKs over 1 s
