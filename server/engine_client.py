@@ -14,9 +14,10 @@ import multiprocessing as mp
 import queue
 import socket
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -262,7 +263,35 @@ class EngineSession:
         self.worker.send(CloseSessionRequest(self.session_id))
 
 
-class EngineClient:
+class Engine(ABC):
+    """What the server asks of its engine, whether local processes (EngineClient) or Ray
+    actors (server/ray_engine.py RayEngineClient)."""
+
+    workers: list[Any]  # each with describe(): what /healthz shows of it
+    restarts: int
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    def open_session(self, session_id: str, avatar: str, seed: int,
+                     on_error: Callable[[EngineError], None]) -> SessionEngine: ...
+
+    @property
+    @abstractmethod
+    def ready_workers(self) -> int:
+        """Workers a new session may be placed on now."""
+
+    def load(self) -> tuple[int, int] | None:
+        """Sessions and capacity of an engine shared beyond this server (a Ray cluster), or None
+        where the engine's only bound is this server's max_sessions."""
+        return None
+
+    @abstractmethod
+    async def stop(self) -> None: ...
+
+
+class EngineClient(Engine):
     """Starts and supervises the worker group; places sessions on the least-loaded worker.
 
     A worker that dies fails its own sessions (they get an error event and close) and is
@@ -303,10 +332,6 @@ class EngineClient:
         """Workers a new session may be placed on (a dead local one is replaced at once, and
         sessions placed on its successor wait for it)."""
         return len(self.workers)
-
-    def load(self) -> None:
-        """No capacity of its own: local workers share this machine, which max_sessions bounds."""
-        return None
 
     async def stop(self) -> None:
         self._stopping = True

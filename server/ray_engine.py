@@ -39,7 +39,7 @@ from engine.config import EngineConfig
 from engine.families.portrait.avatar import NoFaceError
 from engine.runtime.ray_actor import EngineActor, EngineFull
 
-from .engine_client import READY_TIMEOUT_S, EngineError, EngineUnavailable, RenderedChunk
+from .engine_client import READY_TIMEOUT_S, Engine, EngineError, EngineUnavailable, RenderedChunk
 from .link import BitrateControl
 from .ray_avatars import AvatarShipping
 
@@ -221,7 +221,7 @@ class RaySession:
             self.worker.actor.close.remote(self.session_id)  # fire and forget: a dead actor has forgotten it
 
 
-class RayEngineClient:
+class RayEngineClient(Engine):
     """See the module docstring."""
 
     def __init__(self, config: EngineConfig, pool: Pool, address: str, bitrate: int,

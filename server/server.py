@@ -10,7 +10,6 @@ import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiortc import RTCSessionDescription
@@ -24,15 +23,12 @@ from .audio_sources.asr import SpeechRecognizer
 from .audio_sources.llm import ChatLLM, LlmConfig
 from .avatars import AvatarStore
 from .config import ServerConfig
-from .engine_client import EngineClient
+from .engine_client import Engine, EngineClient
 from .errors import ApiError
 from .metrics import Metrics
 from .session import Session, SessionConfig, SessionHooks
 from .signaling import answer, peer_connection
 from .targets import TargetPolicy
-
-if TYPE_CHECKING:
-    from .ray_engine import RayEngineClient
 
 log = logging.getLogger("server")
 MODES = ("tts", "mirror", "chat")
@@ -60,7 +56,7 @@ class Server:
         self.avatars = AvatarStore(config.avatar, config.avatars_dir, config.max_avatars, self.engine_config.size)
         self.started = time.time()
 
-    def _engine_client(self) -> EngineClient | RayEngineClient:
+    def _engine_client(self) -> Engine:
         restarted = self.metrics.worker_restarts.inc
         if self.config.engine == "ray":
             from .ray_engine import Pool, RayEngineClient  # Ray is an optional extra
