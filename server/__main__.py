@@ -10,8 +10,8 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from .app import create_app
-from .config import ConfigError, ServerConfig
+from server.app import create_app
+from server.config import ConfigError, ServerConfig
 
 # A connection that has not completed a request's headers this long after it opened
 # (or after its last response) is closed: slow or stalled clients hold no sockets.

@@ -5,14 +5,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from engine.config import EngineConfig
+from server.avatars import MAX_UPLOAD_BYTES
+from server.config import ServerConfig
+from server.errors import error_middleware
+from server.routes import avatars, operations, sessions
+from server.security import auth_middleware, cors_middleware, host_middleware
+from server.server import SERVER, Server
 from speech.tts import TextToSpeech
-
-from .avatars import MAX_UPLOAD_BYTES
-from .config import ServerConfig
-from .errors import error_middleware
-from .routes import avatars, operations, sessions
-from .security import auth_middleware, cors_middleware, host_middleware
-from .server import SERVER, Server
 
 
 def create_app(config: ServerConfig, engine_config: EngineConfig = EngineConfig(),

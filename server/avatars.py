@@ -20,11 +20,10 @@ from pathlib import Path
 from engine.families.portrait.avatar import NoFaceError, cache_path, prepare_upload
 from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
 from engine.families.video.reference import StaleReference, check_format, is_video_avatar
-
-from . import video_avatars
-from .errors import ApiError
-from .helper_process import HelperProcess
-from .video_avatars import Preparation
+from server import video_avatars
+from server.errors import ApiError
+from server.helper_process import HelperProcess
+from server.video_avatars import Preparation
 
 log = logging.getLogger("server.avatars")
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024

@@ -15,8 +15,7 @@ from typing import Any
 
 from engine.config import MOTION_MODELS
 from engine.families.portrait.avatar import DEFAULT_AVATAR
-
-from .targets import Listed
+from server.publish.targets import Listed
 
 
 def _default_workers() -> int:

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
-    from .playout import PlayoutStats
-    from .session import Session
+    from server.session import Session
+    from server.stream.playout import PlayoutStats
 
 
 class Metrics:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from .errors import ApiError
+from server.errors import ApiError
 
 PROTECTED = ("/v1/", "/whep", "/metrics")
 CORS_METHODS = "GET, POST, DELETE, OPTIONS"

@@ -16,19 +16,18 @@ from aiortc import RTCSessionDescription
 
 from engine.config import EngineConfig
 from engine.families.motion.delay import motion_delay_frames
+from server.avatars import AvatarStore
+from server.config import ServerConfig
+from server.engines.client import Engine, EngineClient
+from server.errors import ApiError
+from server.metrics import Metrics
+from server.publish.targets import TargetPolicy
+from server.session import Session, SessionConfig, SessionHooks
+from server.stream import encoder
+from server.stream.signaling import answer, peer_connection
+from server.voice.asr import SpeechRecognizer
+from server.voice.llm import ChatLLM, LlmConfig
 from speech.tts import PiperTts, TextToSpeech
-
-from . import encoder
-from .audio_sources.asr import SpeechRecognizer
-from .audio_sources.llm import ChatLLM, LlmConfig
-from .avatars import AvatarStore
-from .config import ServerConfig
-from .engine_client import Engine, EngineClient
-from .errors import ApiError
-from .metrics import Metrics
-from .session import Session, SessionConfig, SessionHooks
-from .signaling import answer, peer_connection
-from .targets import TargetPolicy
 
 log = logging.getLogger("server")
 MODES = ("tts", "mirror", "chat")
@@ -59,7 +58,7 @@ class Server:
     def _engine_client(self) -> Engine:
         restarted = self.metrics.worker_restarts.inc
         if self.config.engine == "ray":
-            from .ray_engine import Pool, RayEngineClient  # Ray is an optional extra
+            from server.engines.ray import Pool, RayEngineClient  # Ray is an optional extra
 
             c = self.config
             pool = Pool(c.workers, c.ray_worker_cpus, c.ray_worker_gpus, c.sessions_per_worker)

@@ -24,26 +24,25 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import SAMPLE_RATE
 from media.resample import MonoResampler
+from server.engines.client import EngineError, SessionEngine
+from server.errors import ApiError
+from server.events import EventHub
+from server.publish.broadcast import Broadcast
+from server.publish.targets import Target
+from server.publish.whip import WhipBroadcast
+from server.stream.media_pump import MediaPump
+from server.stream.monitor import SessionMonitor
+from server.stream.playout import Playout
+from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
+from server.stream.viewers import SharedEncoder, Viewer
+from server.voice.conversation import Conversation
+from server.voice.speech_queue import SpeechQueue
+from server.voice.utterances import MIRROR, Utterances
 from speech.tts import TextToSpeech
 
-from .broadcast import Broadcast
-from .conversation import Conversation
-from .engine_client import EngineError, SessionEngine
-from .errors import ApiError
-from .events import EventHub
-from .media_pump import MediaPump
-from .monitor import SessionMonitor
-from .playout import Playout
-from .speech import SpeechQueue
-from .targets import Target
-from .tracks import AvatarAudioTrack, AvatarVideoTrack
-from .utterances import MIRROR, Utterances
-from .viewers import SharedEncoder, Viewer
-from .whip import WhipBroadcast
-
 if TYPE_CHECKING:
-    from .audio_sources.asr import SpeechRecognizer
-    from .audio_sources.llm import ChatLLM
+    from server.voice.asr import SpeechRecognizer
+    from server.voice.llm import ChatLLM
 
 log = logging.getLogger("server.session")
 VIEWER_CONNECT_S = 10.0  # an added viewer that never connects frees its place as soon as a session's offer does
@@ -164,7 +163,7 @@ class Session:
         self.spawn(self.close())
 
     def start_broadcast(self, target: Target) -> None:
-        """Publish this session as it plays: RTMP(S) (server/broadcast.py) or WHIP (server/whip.py).
+        """Publish this session as it plays: RTMP(S) (server/publish/broadcast.py) or WHIP (server/publish/whip.py).
         It ends with the session (close stops it)."""
         self._check_open()
         if self.broadcast is not None:
@@ -185,7 +184,7 @@ class Session:
         return self._shared
 
     def new_viewer(self, pc: RTCPeerConnection) -> Viewer:
-        """A receive-only viewer of this session (server/viewers.py); the caller answers its offer."""
+        """A receive-only viewer of this session (server/stream/viewers.py); the caller answers its offer."""
         self._check_open()
         if len(self.viewers) >= self.max_viewers:
             raise ApiError(429, "too_many_viewers", f"this session has its {self.max_viewers} viewers already "

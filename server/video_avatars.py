@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .child import next_message
-from .errors import ApiError
+from server.child import next_message
+from server.errors import ApiError
 
 log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 60.0  # the quick check of a clip; past it the clip is refused as unreadable

@@ -1,4 +1,4 @@
-"""EngineActor: an engine worker as a Ray actor, for AVATAR_ENGINE=ray (server/ray_engine.py).
+"""EngineActor: an engine worker as a Ray actor, for AVATAR_ENGINE=ray (server/engines/ray.py).
 
 The same SessionHost as a local worker, called by Ray instead of a pipe. Each call
 is one request. Frames are encoded here, on the node that rendered them, with the
@@ -42,7 +42,7 @@ class EngineFull(Exception):
 
 
 class EngineActor:
-    """Wrapped by `ray.remote` in server/ray_engine.py (this module does not need Ray).
+    """Wrapped by `ray.remote` in server/engines/ray.py (this module does not need Ray).
 
     Renders run in Ray's default concurrency group, pings and avatar files in groups of
     their own, so they touch shared state under locks: `_work` around the SessionHost (a

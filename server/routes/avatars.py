@@ -10,10 +10,9 @@ from pathlib import Path
 from aiohttp import BodyPartReader, web
 
 from engine.families.video.clip import SUFFIXES as CLIP_SUFFIXES
-
-from ..avatars import MAX_UPLOAD_BYTES, MAX_VIDEO_BYTES
-from ..errors import BODY_IDLE_S, ApiError, read_body
-from ..server import SERVER
+from server.avatars import MAX_UPLOAD_BYTES, MAX_VIDEO_BYTES
+from server.errors import BODY_IDLE_S, ApiError, read_body
+from server.server import SERVER
 
 routes = web.RouteTableDef()
 VIDEO_TYPES = ("video/", "application/octet-stream")

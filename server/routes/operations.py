@@ -10,9 +10,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ..errors import ApiError
-from ..security import has_token
-from ..server import SERVER
+from server.errors import ApiError
+from server.security import has_token
+from server.server import SERVER
 
 ROOT = Path(__file__).resolve().parents[2]
 routes = web.RouteTableDef()

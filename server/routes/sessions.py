@@ -6,13 +6,13 @@ import asyncio
 
 from aiohttp import WSMsgType, web
 
-from ..audio_sources.agent_ws import INTERRUPTS, parse_rate, serve_agent_audio
-from ..conversation import NO_LLM
-from ..errors import ApiError, parse_json, read_body, read_json
-from ..events import event
-from ..server import MODES, SERVER
-from ..session import Session
-from ..signaling import MAX_SDP, answer, peer_connection, validate_offer
+from server.errors import ApiError, parse_json, read_body, read_json
+from server.events import event
+from server.server import MODES, SERVER
+from server.session import Session
+from server.stream.signaling import MAX_SDP, answer, peer_connection, validate_offer
+from server.voice.agent_ws import INTERRUPTS, parse_rate, serve_agent_audio
+from server.voice.conversation import NO_LLM
 
 MAX_TEXT = 5000
 routes = web.RouteTableDef()

@@ -94,7 +94,7 @@ async def test_health_and_page(server):
 
 def test_server_process_never_imports_torch():
     code = (
-        "import sys, server.app, server.__main__, server.engine_client;"
+        "import sys, server.app, server.__main__, server.engines.client;"
         "from server.config import ServerConfig; server.app.create_app(ServerConfig());"
         "assert 'torch' not in sys.modules, 'torch imported';"
         "assert 'engine.core.pipeline' not in sys.modules, 'model code imported'"

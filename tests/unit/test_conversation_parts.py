@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from server.audio_sources.llm import ChatLLM, LlmConfig, LlmError
-from server.audio_sources.vad import TurnDetector
+from server.voice.llm import ChatLLM, LlmConfig, LlmError
+from server.voice.vad import TurnDetector
 from speech.sentences import sentences_of
 from testkit.fake_llm import FakeLLM
 
@@ -101,6 +101,6 @@ async def test_unreachable_llm_is_a_clear_error():
     ("", False),
 ])
 def test_a_turn_is_complete_only_when_its_words_are_a_whole_sentence(text, complete):
-    from server.audio_sources.turns import is_complete
+    from server.voice.turns import is_complete
 
     assert is_complete(text) is complete

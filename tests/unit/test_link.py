@@ -10,8 +10,8 @@ from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
 from avatar_client.jitter import LossTolerantJitterBuffer, is_h264_keyframe
-from server.encoder import RealtimeH264Encoder
-from server.link import (
+from server.stream.encoder import RealtimeH264Encoder
+from server.stream.link import (
     MIN_BITRATE,
     MIN_CHANGE_S,
     RESEND_BURST,

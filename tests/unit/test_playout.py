@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine.config import SAMPLES_PER_FRAME
-from server.playout import AVFrame, Playout
+from server.stream.playout import AVFrame, Playout
 
 pytestmark = pytest.mark.unit
 SIZE = 16

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from server.speech import SpeechQueue
+from server.voice.speech_queue import SpeechQueue
 
 pytestmark = pytest.mark.unit
 

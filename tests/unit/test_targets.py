@@ -9,10 +9,10 @@ import ipaddress
 
 import pytest
 
-from server import targets
 from server.config import ConfigError, ServerConfig
 from server.errors import ApiError
-from server.targets import TargetPolicy
+from server.publish import targets
+from server.publish.targets import TargetPolicy
 
 pytestmark = pytest.mark.unit
 DNS = {"ingest.example.com": ["93.184.216.34"], "a.rtmp.youtube.com": ["142.250.1.1", "2a00:1450::1"],

@@ -1,7 +1,7 @@
 """Broadcast: a live session published to an RTMP(S) ingest while it plays.
 
 The Playout hands every tick, the picture the viewer sees and its 40 ms of sound, to a
-tap; the tap writes it to the publisher process (server/rtmp_publisher.py), which
+tap; the tap writes it to the publisher process (server/publish/rtmp_publisher.py), which
 encodes H.264 (a keyframe every 2 s exactly, constant 25 fps, the codec parameters in
 the FLV header) and AAC and writes FLV to the ingest, both stamped from the tick number.
 Nothing here waits on the ingest: the event loop only writes to a pipe, at most
@@ -26,13 +26,12 @@ import av
 import numpy as np
 
 from engine.config import FPS
+from server.child import next_message
+from server.publish.rtmp_publisher import encode_tick
+from server.publish.targets import Target
+from server.stream.playout import Playout
 
-from .child import next_message
-from .playout import Playout
-from .rtmp_publisher import encode_tick
-from .targets import Target
-
-log = logging.getLogger("server.broadcast")
+log = logging.getLogger("server.publish.broadcast")
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # then every 15 s until stopped
 OPEN_TIMEOUT_S = 10.0  # connect, handshake and stream header
 STALL_S = 10.0  # an ingest that takes nothing for this long has gone
@@ -93,7 +92,7 @@ class Broadcast:
     async def _publish(self) -> tuple[bool, str]:
         """One connection, until it fails: whether the ingest took the stream, and why it ended."""
         publisher = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "server.rtmp_publisher", stdin=asyncio.subprocess.PIPE,
+            sys.executable, "-m", "server.publish.rtmp_publisher", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         assert publisher.stdin is not None
         publisher.stdin.write(json.dumps({"url": self.target.url, "size": self.size}).encode() + b"\n")

@@ -30,11 +30,10 @@ from aiortc import RTCPeerConnection
 
 from media.clock import FPS, VIDEO_CLOCK
 from media.h264 import FrameEncoder
+from server.stream.playout import Playout, hand_on
+from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 
-from .playout import Playout, hand_on
-from .tracks import AvatarAudioTrack, AvatarVideoTrack
-
-log = logging.getLogger("server.viewers")
+log = logging.getLogger("server.stream.viewers")
 QUEUE_TICKS = 8  # pictures waiting for the encoder; more means it fell behind: the oldest go
 UNITS_KEPT = 16  # ticks whose units a late viewer track may still ask for
 UNIT_WAIT_S = 0.5

@@ -2,7 +2,7 @@
 
 Stock aiortc encodes with x264's default preset (8 ms per 512x512 frame here, 1 ms
 with ultrafast) and recreates the encoder, with a keyframe, on every REMB change
-over 10 %. Here the encoder follows the session's BitrateControl (server/link.py),
+over 10 %. Here the encoder follows the session's BitrateControl (server/stream/link.py),
 which changes at most once every MIN_CHANGE_S. A change reopens x264 (PyAV cannot
 retune an open encoder: measured, its bit_rate is read once), never a keyframe storm.
 
@@ -26,8 +26,7 @@ from av.packet import Packet
 
 from media import aiortc_hooks
 from media.h264 import FrameEncoder
-
-from .link import BitrateControl, OnFrame
+from server.stream.link import BitrateControl, OnFrame
 
 
 class RealtimeH264Encoder(Encoder):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..helper_process import HelperProcess
+from server.helper_process import HelperProcess
 
 _MODEL = None
 WINDOW_S, WINDOW_MARGIN_S, MAX_S = 10, 5, 30

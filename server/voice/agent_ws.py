@@ -20,13 +20,12 @@ from aiohttp import WSMsgType, web
 
 from media.clock import SAMPLE_RATE
 from media.resample import MonoResampler
-
-from ..errors import ApiError, parse_json
-from ..events import event
-from ..token_bucket import TokenBucket
+from server.errors import ApiError, parse_json
+from server.events import event
+from server.token_bucket import TokenBucket
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from server.session import Session
 
 MIN_RATE, MAX_RATE = 8000, 48000
 OUT_RATE = SAMPLE_RATE

@@ -13,10 +13,10 @@ from aiortc import (
 from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationError
 from aiortc.mediastreams import MediaStreamTrack
 
-from .config import ServerConfig
-from .errors import ApiError
-from .link import limit_resends, relay_keyframe_requests
-from .tracks import AvatarVideoTrack
+from server.config import ServerConfig
+from server.errors import ApiError
+from server.stream.link import limit_resends, relay_keyframe_requests
+from server.stream.tracks import AvatarVideoTrack
 
 MAX_SDP = 64 * 1024
 REQUIRED = (("fingerprint", "WebRTC needs the DTLS certificate fingerprint, or the session could never connect"),

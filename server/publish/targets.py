@@ -19,7 +19,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .errors import ApiError
+from server.errors import ApiError
 
 MAX_URL = 2048
 DEFAULT_PORTS = {"rtmp": 1935, "rtmps": 443, "https": 443, "http": 80}  # http(s): a WHIP endpoint

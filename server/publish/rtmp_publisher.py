@@ -1,6 +1,6 @@
 """The RTMP publisher: one broadcast's encode and network I/O, in a process of its own.
 
-`python -m server.rtmp_publisher`, started by server/broadcast.py. Why a process: PyAV
+`python -m server.publish.rtmp_publisher`, started by server/publish/broadcast.py. Why a process: PyAV
 opens an output (FFmpeg's avio_open and the RTMP handshake in avformat_write_header)
 holding the GIL and with no timeout, so an ingest that accepts the connection and then
 says nothing would freeze every thread of the process that opened it, the event loop

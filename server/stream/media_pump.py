@@ -18,11 +18,10 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.config import SAMPLES_PER_FRAME
-
-from .engine_client import EngineError, SessionEngine
-from .playout import AVFrame, Playout
-from .speech import Mark, Piece, SpeechQueue
-from .utterances import MIRROR
+from server.engines.client import EngineError, SessionEngine
+from server.stream.playout import AVFrame, Playout
+from server.voice.speech_queue import Mark, Piece, SpeechQueue
+from server.voice.utterances import MIRROR
 
 Sound = tuple[np.ndarray, list[Mark], list[str]]  # one frame's audio, its marks, its utterances
 

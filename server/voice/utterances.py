@@ -24,13 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from server.errors import ApiError
+from server.events import EventHub
+from server.stream.playout import Playout
+from server.voice.speech_queue import Mark, SpeechQueue, new_utterance_id
 from speech.sentences import split_stream
 from speech.tts import TextToSpeech, TtsError
-
-from .errors import ApiError
-from .events import EventHub
-from .playout import Playout
-from .speech import Mark, SpeechQueue, new_utterance_id
 
 log = logging.getLogger("server.session")
 MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone (never interrupted)

@@ -1,10 +1,10 @@
 """WhipBroadcast: a live session published to a WHIP ingest (RFC 9725) through aiortc.
 
 A WHIP publisher is one more viewer that calls out instead of being called: the
-session's shared H.264 (server/viewers.py) and its own Opus, on a peer connection whose
+session's shared H.264 (server/stream/viewers.py) and its own Opus, on a peer connection whose
 offer is POSTed to the ingest; the answer and a `Location` to DELETE come back. The
 ingest is treated as a stranger even though the operator listed it: it is reached only
-at the addresses resolved when the broadcast was allowed (server/targets.py), redirects
+at the addresses resolved when the broadcast was allowed (server/publish/targets.py), redirects
 are not followed, its answer is read up to MAX_ANSWER bytes and never decompressed, a
 `Location` elsewhere than the ingest itself is not called, and a public ingest's ICE
 candidates may not point inside the network. A refused offer or a connection that fails
@@ -25,15 +25,15 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from .broadcast import BACKOFF_S
-from .link import relay_keyframe_requests
-from .playout import Playout
-from .signaling import prefer_h264
-from .targets import Target
-from .tracks import AvatarAudioTrack
-from .viewers import SharedEncoder, SharedVideoTrack
+from server.publish.broadcast import BACKOFF_S
+from server.publish.targets import Target
+from server.stream.link import relay_keyframe_requests
+from server.stream.playout import Playout
+from server.stream.signaling import prefer_h264
+from server.stream.tracks import AvatarAudioTrack
+from server.stream.viewers import SharedEncoder, SharedVideoTrack
 
-log = logging.getLogger("server.broadcast")
+log = logging.getLogger("server.publish.broadcast")
 ANSWER_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 15.0  # ICE and DTLS after the answer
 MAX_ANSWER = 64 * 1024  # an SDP answer is a few kB

@@ -11,8 +11,7 @@ from typing import Any
 
 from engine.runtime.avatar_cache import AvatarMissing, digest, suffix_of
 from engine.runtime.ray_actor import AvatarKey
-
-from .engine_client import EngineError
+from server.engines.client import EngineError
 
 KNOWN_AVATARS = 64  # digests remembered by (path, mtime, size): a clip is read once, not per session
 

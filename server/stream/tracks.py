@@ -10,9 +10,8 @@ import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, VIDEO_CLOCK
-
-from .link import BitrateControl, OnFrame
-from .playout import Playout
+from server.stream.link import BitrateControl, OnFrame
+from server.stream.playout import Playout
 
 AUDIO_PTIME = 0.020
 AUDIO_SAMPLES = SAMPLES_PER_FRAME // 2  # 20 ms at 48 kHz

@@ -15,9 +15,9 @@ from typing import Any
 
 from aiortc import RTCPeerConnection
 
-from .events import EventHub
-from .playout import Playout
-from .tracks import AvatarAudioTrack, AvatarVideoTrack
+from server.events import EventHub
+from server.stream.playout import Playout
+from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 
 STATS_PERIOD_S = 1.0
 CONNECT_TIMEOUT_S = 10.0  # a peer that never pulls media does not hold capacity for long

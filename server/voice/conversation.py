@@ -19,21 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from server.voice.asr import AsrError, SpeechRecognizer
+from server.voice.llm import ChatLLM, LlmError
+from server.voice.speech_queue import new_utterance_id
+from server.voice.turns import is_complete
+from server.voice.vad import TurnDetector, TurnEvent, VadConfig
 from speech.sentences import sentences_of
 
-from .audio_sources.asr import AsrError, SpeechRecognizer
-from .audio_sources.llm import ChatLLM, LlmError
-from .audio_sources.turns import is_complete
-from .audio_sources.vad import TurnDetector, TurnEvent, VadConfig
-from .speech import new_utterance_id
-
 if TYPE_CHECKING:
-    from .events import EventHub
-    from .utterances import Utterances
+    from server.events import EventHub
+    from server.voice.utterances import Utterances
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
 
-log = logging.getLogger("server.conversation")
+log = logging.getLogger("server.voice.conversation")
 HISTORY_MESSAGES = 12  # the LLM sees the last few turns; older ones are dropped
 NO_LLM = ("chat mode needs an LLM: start the server with AVATAR_LLM_BASE_URL "
           "(any OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama) and AVATAR_LLM_MODEL")

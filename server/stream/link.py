@@ -23,8 +23,7 @@ from typing import Any
 from aiortc.rtp import RTCP_PSFB_FIR, RTCP_PSFB_PLI, RtcpPsfbPacket
 
 from media import aiortc_hooks
-
-from .token_bucket import TokenBucket
+from server.token_bucket import TokenBucket
 
 logger = logging.getLogger(__name__)
 MIN_BITRATE = 150_000  # below this a 512x512 face is mush; frames keep flowing regardless

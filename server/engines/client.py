@@ -34,8 +34,7 @@ from engine.runtime.ipc import (
     SessionOpenedEvent,
     ShutdownRequest,
 )
-
-from .link import BitrateControl
+from server.stream.link import BitrateControl
 
 log = logging.getLogger("server.engine")
 SEND_QUEUE = 256
@@ -265,7 +264,7 @@ class EngineSession:
 
 class Engine(ABC):
     """What the server asks of its engine, whether local processes (EngineClient) or Ray
-    actors (server/ray_engine.py RayEngineClient)."""
+    actors (server/engines/ray.py RayEngineClient)."""
 
     workers: list[Any]  # each with describe(): what /healthz shows of it
     restarts: int

@@ -1,1 +1,0 @@
-"""Sources of speech audio for a session."""
