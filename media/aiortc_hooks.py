@@ -23,21 +23,21 @@ def use_encoders(factory: Callable[[Any], Any]) -> None:
     """Every RTCRtpSender in this process gets its encoder from `factory(codec)`: aiortc has
     no setting for its encoders; each sender asks the module function
     `aiortc.rtcrtpsender.get_encoder` (x264's default preset and a keyframe on every REMB
-    change otherwise: server/encoder.py)."""
+    change otherwise: server/stream/encoder.py)."""
     rtcrtpsender.get_encoder = factory  # type: ignore[assignment]  # ours returns an Encoder too
 
 
 def wrap_retransmit(sender: Any, wrap: Callable[[Callable[[int], Awaitable[None]]], Callable[[int], Awaitable[None]]]
                     ) -> bool:
     """`sender._retransmit(seq)`, which answers each NACK, replaced by `wrap(original)`:
-    aiortc resends every NACKed packet with no limit (server/link.py RetransmitLimit)."""
+    aiortc resends every NACKed packet with no limit (server/stream/link.py RetransmitLimit)."""
     return _wrap(sender, "_retransmit", wrap, "NACK resends are not limited")
 
 
 def wrap_rtcp(sender: Any, wrap: Callable[[Callable[[Any], Awaitable[None]]], Callable[[Any], Awaitable[None]]]
               ) -> bool:
     """`sender._handle_rtcp_packet(packet)` replaced by `wrap(original)`: aiortc acts on PLI
-    and FIR only for frames it encodes itself and tells no one else (server/link.py)."""
+    and FIR only for frames it encodes itself and tells no one else (server/stream/link.py)."""
     return _wrap(sender, "_handle_rtcp_packet", wrap, "keyframe requests reach only aiortc's own encoders")
 
 

@@ -1,5 +1,5 @@
 """Our H.264: one set of x264 settings and one encoder that reopens when the rate moves, for
-the server's real-time senders (server/encoder.py), its shared viewers' encoder, and a Ray
+the server's real-time senders (server/stream/encoder.py), its shared viewers' encoder, and a Ray
 actor's (one per session, on the node that renders it, so only packets cross the network).
 This module imports no aiortc."""
 
