@@ -37,7 +37,7 @@ from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 from server.stream.viewers import SharedEncoder, Viewer
 from server.voice.conversation import Conversation
 from server.voice.speech_queue import SpeechQueue
-from server.voice.utterances import MIRROR, Utterances
+from server.voice.utterances import Utterances
 from speech.tts import TextToSpeech
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("server.session")
 VIEWER_CONNECT_S = 10.0  # an added viewer that never connects frees its place as soon as a session's offer does
-MIRROR_BACKLOG = SAMPLE_RATE * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 EngineOpener = Callable[[Callable[[EngineError], None]], SessionEngine]
 """Opens the session's engine session, reporting its failures to the callback given."""
 
@@ -126,8 +125,7 @@ class Session:
         if track.kind != "audio":
             return
         if self.mode == "mirror":  # the user's voice drives the face as it arrives
-            self.spawn(self._listen(track, SAMPLE_RATE,
-                                     lambda pcm: self.speech.push_live(MIRROR, pcm, MIRROR_BACKLOG)))
+            self.spawn(self._listen(track, SAMPLE_RATE, self.utterances.mirror))
         elif self.mode == "chat" and self.conversation is not None:
             self.spawn(self._listen(track, 16_000, self.conversation.hear))
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from media.clock import SAMPLE_RATE
 from server.errors import ApiError
 from server.events import EventHub
 from server.stream.playout import Playout
@@ -33,6 +34,7 @@ from speech.tts import TextToSpeech, TtsError
 
 log = logging.getLogger("server.session")
 MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone (never interrupted)
+MIRROR_BACKLOG = SAMPLE_RATE * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 
 
 @dataclass
@@ -108,6 +110,11 @@ class Utterances:
         utterance_id = new_utterance_id()
         self._get(utterance_id).live = True
         return utterance_id
+
+    def mirror(self, pcm48: np.ndarray) -> None:
+        """Mirror mode's source: the user's voice, as it arrives, one endless live stream that
+        no interrupt stops and that never lags more than MIRROR_BACKLOG behind."""
+        self.speech.push_live(MIRROR, pcm48, MIRROR_BACKLOG)
 
     async def push_audio(self, utterance_id: str, pcm48: np.ndarray) -> bool:
         """Queue pushed audio; False once the utterance was interrupted."""
