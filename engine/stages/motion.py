@@ -63,13 +63,6 @@ JAW = motion.INDEX["jaw_open"]
 PARTING = [JAW, motion.INDEX["upper_lip"]]
 LOWER = motion.INDEX["lower_lip"]
 SHUT = 0.1  # jaw_open at or below which the lips are shut
-# Every value is held to its range (engine/core/motion.py). The window is fed back as the
-# next chunk's context, so a value let out of range is never pulled back: unbounded, the
-# breath channel walked to -7.6 within 20 s of varied speech, and the mouth the model made
-# beside it lost two thirds of its opening (training/video/reenact.py found it).
-LIMITS = {"jaw_open": (0, 1), "lip_width": (-1, 1), "lip_round": (0, 1), "upper_lip": (0, 1),
-          "lower_lip": (-1, 1), "smile": (-1, 1), "blink_l": (0, 1), "blink_r": (0, 1), "brow": (-1, 1),
-          "head_yaw": (-0.5, 0.5), "head_pitch": (-0.5, 0.5), "head_roll": (-0.5, 0.5), "breath": (-1, 1)}
 
 
 @dataclass
@@ -99,10 +92,11 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[motion.MOUTH_INDEX] = sampler.mouth_temperature
-        self.low = np.full(motion.DIM, -np.inf, np.float32)
-        self.high = np.full(motion.DIM, np.inf, np.float32)
-        for name, (lo, hi) in LIMITS.items():
-            self.low[motion.INDEX[name]], self.high[motion.INDEX[name]] = lo, hi
+        # Every value is held to its range (motion.LOW, motion.HIGH). The window is fed back as
+        # the next chunk's context, so a value let out of range is never pulled back: unbounded,
+        # the breath channel walked to -7.6 within 20 s of varied speech, and the mouth the model
+        # made beside it lost two thirds of its opening (training/video/reenact.py found it).
+        self.low, self.high = motion.LOW, motion.HIGH
 
     def new_state(self, seed: int) -> MotionState:
         window = self.model.config.window
