@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from aiohttp import WSMsgType, web
@@ -25,7 +25,17 @@ from server.events import event
 from server.token_bucket import TokenBucket
 
 if TYPE_CHECKING:
-    from server.session import Session
+    from server.events import EventHub
+    from server.voice.utterances import Utterances
+
+
+class AgentSession(Protocol):
+    """What an agent's socket uses of its session: no more."""
+
+    id: str
+    hub: EventHub
+    utterances: Utterances
+    closed: asyncio.Event
 
 MIN_RATE, MAX_RATE = 8000, 48000
 OUT_RATE = SAMPLE_RATE
@@ -47,7 +57,7 @@ def parse_rate(request: web.Request) -> int:
     return rate
 
 
-async def serve_agent_audio(session: Session, request: web.Request, rate: int) -> web.WebSocketResponse:
+async def serve_agent_audio(session: AgentSession, request: web.Request, rate: int) -> web.WebSocketResponse:
     ws = web.WebSocketResponse(heartbeat=20, max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
     resample, utterance, budget = MonoResampler(OUT_RATE), None, RateLimit(MAX_MESSAGES_PER_S)
@@ -85,7 +95,7 @@ async def _report_playback(events: asyncio.Queue, ws: web.WebSocketResponse, min
             await ws.send_json(message)
 
 
-async def _close_with(session: Session, ws: web.WebSocketResponse) -> None:
+async def _close_with(session: AgentSession, ws: web.WebSocketResponse) -> None:
     """The socket ends with its session (deleted, failed or the server stopping)."""
     await session.closed.wait()
     await ws.close(code=1001, message=b"session ended")
@@ -106,7 +116,7 @@ class RateLimit:
         self.bucket.take()
 
 
-async def _audio(session: Session, ws: web.WebSocketResponse, resample: MonoResampler, rate: int,
+async def _audio(session: AgentSession, ws: web.WebSocketResponse, resample: MonoResampler, rate: int,
                  utterance: str | None, data: bytes) -> str | None:
     """One binary message: PCM16 mono at `rate`, the agent's."""
     if not data:
@@ -127,7 +137,7 @@ async def _audio(session: Session, ws: web.WebSocketResponse, resample: MonoResa
     return utterance
 
 
-async def _control(session: Session, ws: web.WebSocketResponse, utterance: str | None, data: str) -> str | None:
+async def _control(session: AgentSession, ws: web.WebSocketResponse, utterance: str | None, data: str) -> str | None:
     try:
         message = parse_json(data)
     except ApiError:
@@ -145,5 +155,5 @@ async def _control(session: Session, ws: web.WebSocketResponse, utterance: str |
     return utterance
 
 
-async def _refuse(ws: web.WebSocketResponse, session: Session, code: str, message: str) -> None:
+async def _refuse(ws: web.WebSocketResponse, session: AgentSession, code: str, message: str) -> None:
     await ws.send_json(event(session.id, "error", code=code, message=message))
