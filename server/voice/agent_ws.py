@@ -37,7 +37,8 @@ class AgentSession(Protocol):
     utterances: Utterances
     closed: asyncio.Event
 
-MIN_RATE, MAX_RATE = 8000, 48000
+
+MIN_RATE, MAX_RATE = 8000, SAMPLE_RATE
 OUT_RATE = SAMPLE_RATE
 MAX_MESSAGE_S = 5.0  # audio in one binary message; longer ones are refused, not queued
 MAX_MESSAGE_BYTES = int(MAX_RATE * 2 * MAX_MESSAGE_S)  # larger frames close the socket (1009)
