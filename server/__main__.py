@@ -10,6 +10,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from engine.version import package_version
 from server.app import create_app
 from server.config import ConfigError, ServerConfig
 
@@ -20,6 +21,7 @@ IDLE_TIMEOUT_S = 10.0
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="avatar-server", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8080)")
     parser.add_argument("--avatar", type=Path, help="portrait photo or video clip (MP4/MOV/WebM) of the person "

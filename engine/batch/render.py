@@ -28,6 +28,7 @@ import numpy as np
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, EngineConfig
 from engine.core.stage import FrameChunk
+from engine.version import package_version
 from media.h264 import add_live_streams
 from media.resample import MonoResampler
 
@@ -230,6 +231,7 @@ def _text_audio(text: str) -> tuple[Iterator[np.ndarray], float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="avatar-render",
                                      description="Render a talking-avatar MP4 from audio or text.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--audio", type=Path, help="speech audio file (any format FFmpeg reads)")
     source.add_argument("--text", help="text to speak with the bundled voice")

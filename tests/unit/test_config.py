@@ -72,3 +72,17 @@ def test_the_configuration_page_is_written_from_the_settings_docstrings():
     assert [name for name, _, doc in documented if not doc] == []
     page = config_docs.PAGE.read_text()
     assert config_docs.rewritten(page) == page, "stale: run python -m server.config_docs"
+
+
+def test_both_commands_print_the_packages_one_version():
+    """pyproject.toml is the version's one source; the installed commands read it back."""
+    import subprocess
+    import sys
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    want = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    for command in ("avatar-server", "avatar-render"):
+        out = subprocess.run([str(Path(sys.executable).with_name(command)), "--version"], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip() == f"{command} {want}", out
