@@ -6,6 +6,7 @@ Each hook returns False (and logs) instead of raising where aiortc differs at ru
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,7 +58,7 @@ def missing() -> list[str]:
 
     wanted = [(rtcrtpsender, "get_encoder"), (RTCRtpSender, "_retransmit"), (RTCRtpSender, "_handle_rtcp_packet")]
     gaps = [f"{getattr(owner, '__name__', owner)}.{name}" for owner, name in wanted if not hasattr(owner, name)]
-    if "self.__jitter_buffer" not in _source(RTCRtpReceiver.__init__):
+    if "self.__jitter_buffer" not in inspect.getsource(RTCRtpReceiver.__init__):
         gaps.append(f"RTCRtpReceiver.{JITTER_BUFFER}")
     if aiortc.__version__ != PINNED:
         gaps.append(f"aiortc {aiortc.__version__} (pinned {PINNED})")
@@ -71,9 +72,3 @@ def _wrap(sender: Any, name: str, wrap: Callable[[Any], Any], loss: str) -> bool
         return False
     setattr(sender, name, wrap(original))
     return True
-
-
-def _source(function: Callable) -> str:
-    import inspect
-
-    return inspect.getsource(function)

@@ -38,11 +38,9 @@ class HelperProcess:
     def close(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
+        self._end(wait=True)
 
-    def _end(self) -> None:
+    def _end(self, wait: bool = False) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None

@@ -23,7 +23,6 @@ from media.clock import SAMPLE_RATE
 
 SYNTH_TIMEOUT_S = 30.0
 TTS_NICENESS = 5  # below rendering, but the first sentence is on the reply's critical path
-OUT_RATE = SAMPLE_RATE
 WARM_UP = ("Ready.", "The voice is loaded and ready to speak, and this sentence is about as long as the longest "
            "that the server ever hands it in one piece, so that every buffer it will need is made now, "
            "before anybody waits for an answer.")
@@ -68,10 +67,10 @@ def _read_wav(path: Path) -> np.ndarray:
         rate = wav.getframerate()
         pcm = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
     path.unlink(missing_ok=True)
-    if rate == OUT_RATE or len(pcm) == 0:
+    if rate == SAMPLE_RATE or len(pcm) == 0:
         return pcm.copy()
-    g = np.gcd(OUT_RATE, rate)
-    out = resample_poly(pcm.astype(np.float32), OUT_RATE // g, rate // g)
+    g = np.gcd(SAMPLE_RATE, rate)
+    out = resample_poly(pcm.astype(np.float32), SAMPLE_RATE // g, rate // g)
     return np.clip(out, -32768, 32767).astype(np.int16)
 
 

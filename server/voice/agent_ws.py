@@ -39,7 +39,6 @@ class AgentSession(Protocol):
 
 
 MIN_RATE, MAX_RATE = 8000, SAMPLE_RATE
-OUT_RATE = SAMPLE_RATE
 MAX_MESSAGE_S = 5.0  # audio in one binary message; longer ones are refused, not queued
 MAX_MESSAGE_BYTES = int(MAX_RATE * 2 * MAX_MESSAGE_S)  # larger frames close the socket (1009)
 MAX_MESSAGES_PER_S = 500  # a flood of tiny messages is read at this pace, not resampled at any rate
@@ -61,7 +60,7 @@ def parse_rate(request: web.Request) -> int:
 async def serve_agent_audio(session: AgentSession, request: web.Request, rate: int) -> web.WebSocketResponse:
     ws = web.WebSocketResponse(heartbeat=20, max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
-    resample, utterance, budget = MonoResampler(OUT_RATE), None, RateLimit(MAX_MESSAGES_PER_S)
+    resample, utterance, budget = MonoResampler(SAMPLE_RATE), None, RateLimit(MAX_MESSAGES_PER_S)
     closer = asyncio.ensure_future(_close_with(session, ws))
     events, mine = session.hub.subscribe(), set[str]()  # mine: this socket's utterances
     reporter = asyncio.ensure_future(_report_playback(events, ws, mine))

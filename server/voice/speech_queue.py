@@ -17,7 +17,6 @@ import numpy as np
 from media.clock import SAMPLE_RATE
 
 MAX_BUFFERED_S = 20.0  # producers wait beyond this; memory stays bounded
-RATE = SAMPLE_RATE
 
 
 def new_utterance_id() -> str:
@@ -53,7 +52,7 @@ class SpeechQueue:
         self._segments: deque[_Segment] = deque()
         self._offset = 0  # samples already read from the head segment
         self._started: set[str] = set()
-        self._limit = int(max_seconds * RATE)
+        self._limit = int(max_seconds * SAMPLE_RATE)
         self._space = asyncio.Event()
         self._space.set()
         self._epoch = 0  # bumped by cancel: pushes waiting across it are dropped

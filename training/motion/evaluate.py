@@ -70,11 +70,6 @@ def run_motion(kind: str, pcm: np.ndarray, weights: Path = WEIGHTS, seed: int = 
     return track, time.process_time() - started
 
 
-def loudness_db(pcm: np.ndarray, frames: int) -> np.ndarray:
-    """Frame levels with digital silence held at -70 dBFS, so it does not dominate a correlation."""
-    return frame_levels(pcm, frames)
-
-
 def boundary_jump(track: np.ndarray, scale: np.ndarray) -> float:
     steps = np.linalg.norm(np.diff(track / scale, axis=0), axis=1)  # steps[i]: frame i -> i+1
     at_boundary = (np.arange(1, len(track)) % CHUNK) == 0
@@ -95,7 +90,7 @@ def loudness_ceiling(items: list[tuple[np.ndarray, list[Segment]]]) -> float:
     """
     corr = []
     for pcm, segments in items:
-        loud = loudness_db(pcm, streamed_frames(pcm))
+        loud = frame_levels(pcm, streamed_frames(pcm))
         track = loud.copy()
         for s in segments:
             if s.viseme == "BMP":
@@ -112,7 +107,7 @@ def score(items: list[tuple[np.ndarray, list[Segment], np.ndarray]], scale: np.n
         closed += shut
         opened += opens
         jumps.append(boundary_jump(track, scale))
-        loud_corr.append(np.corrcoef(track[:, JAW], loudness_db(pcm, len(track)))[0, 1])
+        loud_corr.append(np.corrcoef(track[:, JAW], frame_levels(pcm, len(track)))[0, 1])
         ref_corr.append(np.corrcoef(track[:, JAW], reference_jaw(segments, pcm, len(track)))[0, 1])
     mean = lambda values: round(float(np.mean(values)), 3)  # noqa: E731
     return {"closure": mean(closed), "closures": len(closed), "open_vowel": mean(opened), "open_vowels": len(opened),

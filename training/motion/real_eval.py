@@ -49,13 +49,14 @@ import numpy as np  # noqa: E402
 
 from engine.core import motion  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
+from engine.families.motion.emphasis import frame_levels  # noqa: E402
 from engine.families.portrait.avatar import ASSETS, DEFAULT_AVATAR, load_portrait  # noqa: E402
 from engine.families.portrait.renderer import PortraitRenderer  # noqa: E402
 from engine.families.portrait.rig_fit import smooth  # noqa: E402
 from engine.families.video.tracking import frames_opening  # noqa: E402
 
 from .channel import band_limit, coded, telephone  # noqa: E402
-from .evaluate import align, jfk_set, loudness_db, phone_scores, run_motion, streamed_frames  # noqa: E402
+from .evaluate import align, jfk_set, phone_scores, run_motion, streamed_frames  # noqa: E402
 from .transcripts import known_transcript  # noqa: E402
 from .visemes import mouth_curves  # noqa: E402
 
@@ -92,7 +93,7 @@ def recognise(pcm48: np.ndarray) -> str | None:
 
 def loudness_mouth(pcm: np.ndarray, frames: int) -> np.ndarray:
     """The baseline: the jaw follows the clip's level between its floor and its loud speech."""
-    db = loudness_db(pcm, frames)
+    db = frame_levels(pcm, frames)
     floor, peak = np.percentile(db, 10) + 6, np.percentile(db, 95)
     out = motion.zeros(frames)
     out[:, JAW] = smooth(np.clip((db - floor) / max(peak - floor, 1.0), 0, 1)) * 0.6
