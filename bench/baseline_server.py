@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import fractions
-from pathlib import Path
 
 import av
 import numpy as np
 from aiohttp import web
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import AudioStreamTrack, VideoStreamTrack
+
+from engine.package_files import package_path
 
 
 class SyntheticVideo(VideoStreamTrack):
@@ -83,7 +84,7 @@ def main() -> None:
     app.router.add_get("/v1/sessions/{id}/events", events)
     app.router.add_get("/", blank_page)
     app.router.add_get("/favicon.ico", lambda request: web.Response(status=204))
-    app.router.add_static("/web/", Path(__file__).resolve().parent.parent / "web")
+    app.router.add_static("/web/", package_path("server", "web"))
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
 
 

@@ -36,14 +36,16 @@ def end(proc: subprocess.Popen, grace_s: float) -> None:
 class ServerProcess:
     """`python -m server` as a user runs it, with its log kept for failures."""
 
-    def __init__(self, env: dict[str, str] | None = None, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()):
-        """`prefix`: a command to run the server under (e.g. `ip netns exec NAME`)."""
+    def __init__(self, env: dict[str, str] | None = None, host: str = "127.0.0.1", prefix: tuple[str, ...] = (),
+                 command: tuple[str, ...] = (sys.executable, "-m", "server"), cwd: Path = ROOT):
+        """`prefix`: a command to run the server under (e.g. `ip netns exec NAME`); `command`
+        and `cwd`: how and where it starts (an installed `avatar-server`, outside the checkout)."""
         self.port = free_port()
         self.url = f"http://{host}:{self.port}"
         self.log = open(ARTIFACTS / f"server-{self.port}.log", "w")
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "server", "--host", host, "--port", str(self.port)],
-            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            [*prefix, *command, "--host", host, "--port", str(self.port)],
+            cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
         )
 
     def wait_ready(self, timeout: float = 180) -> None:

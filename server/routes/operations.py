@@ -10,17 +10,18 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from engine.package_files import package_path
 from server.errors import ApiError
 from server.security import has_token
 from server.server import SERVER
 
-ROOT = Path(__file__).resolve().parents[2]
+PAGES = {prefix: package_path("server", prefix) for prefix in ("static", "web")}
 routes = web.RouteTableDef()
 
 
 @routes.get("/")
 async def index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(ROOT / "static" / "index.html")
+    return web.FileResponse(PAGES["static"] / "index.html")
 
 
 @routes.get("/healthz")
@@ -70,8 +71,8 @@ async def favicon(request: web.Request) -> web.Response:
 
 
 def add_static(app: web.Application) -> None:
-    for prefix in ("static", "web"):
-        app.router.add_get(f"/{prefix}/{{path:.+}}", _files(ROOT / prefix))
+    for prefix, folder in PAGES.items():
+        app.router.add_get(f"/{prefix}/{{path:.+}}", _files(folder))
 
 
 def _files(folder: Path) -> Handler:

@@ -11,6 +11,7 @@ import pytest
 import skimage.data
 
 from engine.families.portrait.avatar import DEFAULT_AVATAR
+from testkit.install import pack_client
 from tests.browser.conftest import ARTIFACTS, video_delay_ms, video_frame, wait_playing
 from tests.mouth import dark_pixels
 
@@ -108,6 +109,34 @@ async def test_upload_a_portrait_and_connect_with_it(page):
 
 async def test_embed_page_plays(page, server):
     await page.goto(server.url + "/static/embed.html")
+    await wait_playing(page)
+    assert face_difference(await video_frame(page), DEFAULT_AVATAR) < 25
+
+
+# An app's page that imports the client by its npm name; the import map stands in for a bundler.
+APP_PAGE = """<!doctype html><html><body><video autoplay playsinline width="512" height="512"></video>
+<script type="importmap">
+  {"imports": {"avatar-server-client": "/node_modules/avatar-server-client/avatar-client.js"}}
+</script>
+<script type="module">
+  import { AvatarClient } from "avatar-server-client";
+  await new AvatarClient().connect(document.querySelector("video"));
+</script></body></html>"""
+
+
+async def test_a_page_importing_the_packed_npm_client_plays(page, server, tmp_path):
+    """`npm pack`'s tarball, unpacked as node_modules would hold it, is what the page imports."""
+    package = pack_client(tmp_path)
+
+    async def node_modules(route):
+        name = route.request.url.split("/node_modules/avatar-server-client/", 1)[1]
+        await route.fulfill(path=package / name, content_type="text/javascript")
+
+    await page.route("**/node_modules/avatar-server-client/**", node_modules)
+    # The page's document comes from the server (Chromium lets only a local page reach a
+    # local server), then becomes the app's page.
+    await page.goto(server.url + "/healthz")
+    await page.set_content(APP_PAGE)
     await wait_playing(page)
     assert face_difference(await video_frame(page), DEFAULT_AVATAR) < 25
 

@@ -19,8 +19,9 @@ import pytest
 from aiortc import RTCPeerConnection
 
 from avatar_client import AvatarViewer
+from engine.families.portrait.avatar import ASSETS
 from testkit.hostile import SECRET, HostileNetwork
-from testkit.server import ROOT, ServerProcess
+from testkit.server import ServerProcess
 from tests.unit.test_clip_safety import wide_clip
 
 pytestmark = pytest.mark.integration
@@ -338,7 +339,7 @@ async def test_uploads_that_are_not_clips_or_are_too_large_are_refused_from_thei
         async with http.get(guarded.url + "/v1/avatars") as res:
             assert [a["avatar_id"] for a in await res.json()] == ["default"]
         form = aiohttp.FormData()  # a photo starts the photo helper; the last test sees it end
-        form.add_field("image", (ROOT / "assets" / "closed-mouth.png").read_bytes(), filename="me.png",
+        form.add_field("image", (ASSETS / "closed-mouth.png").read_bytes(), filename="me.png",
                        content_type="image/png")
         async with http.post(guarded.url + "/v1/avatars", data=form) as res:
             assert res.status == 201, await res.text()

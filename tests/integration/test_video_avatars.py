@@ -15,6 +15,7 @@ import pytest
 import skimage.data
 
 from avatar_client import AvatarViewer
+from engine.families.portrait.avatar import DEFAULT_AVATAR
 from testkit.server import ServerProcess
 from tests.video import CREMA, nearest_clip_frame_error, person_clip, prepared_crop
 from training.motion.real_faces import read_clip
@@ -79,7 +80,7 @@ async def test_a_clip_becomes_a_video_avatar_that_streams_and_survives_a_restart
             await viewer.wait_frames(50)
             frame = viewer.received.video[-1][1]
             assert frame.shape == (512, 512, 3)
-            default = cv2.cvtColor(cv2.imread(str(Path(__file__).parents[2] / "assets" / "default.png")),
+            default = cv2.cvtColor(cv2.imread(str(DEFAULT_AVATAR)),
                                    cv2.COLOR_BGR2RGB)
             crop = prepared_crop(tmp_path, avatar_id)
             # the person of the clip in its own framing, not the default portrait

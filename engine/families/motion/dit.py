@@ -21,8 +21,9 @@ import numpy as np
 from engine.core import motion
 from engine.core.module import Module, saved_config
 from engine.families.motion.speech_features import DIM as AUDIO_DIM
+from engine.package_files import package_path
 
-WEIGHTS = Path(__file__).resolve().parents[2] / "weights" / "motion_dit.safetensors"
+WEIGHTS = package_path("engine", "weights", "motion_dit.safetensors")
 
 
 @dataclass(frozen=True)

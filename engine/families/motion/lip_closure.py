@@ -28,8 +28,9 @@ import numpy as np
 from engine.core.module import Module, saved_config
 from engine.families.motion.dit import gelu
 from engine.families.motion.mel_features import DIM as AUDIO_DIM
+from engine.package_files import package_path
 
-WEIGHTS = Path(__file__).resolve().parents[2] / "weights" / "lip_closure.safetensors"
+WEIGHTS = package_path("engine", "weights", "lip_closure.safetensors")
 
 
 @dataclass(frozen=True)

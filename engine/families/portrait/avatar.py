@@ -13,7 +13,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-ASSETS = Path(__file__).resolve().parents[3] / "assets"
+from engine.package_files import package_path
+
+ASSETS = package_path("engine", "assets")
 DEFAULT_AVATAR = ASSETS / "default.png"
 
 

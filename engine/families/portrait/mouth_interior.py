@@ -18,8 +18,9 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.rig import LOWER_INNER, LOWER_OUTER, UPPER_INNER, UPPER_OUTER, FaceRig
+from engine.package_files import package_path
 
-BANK = Path(__file__).resolve().parents[2] / "weights" / "mouth_bank.npz"
+BANK = package_path("engine", "weights", "mouth_bank.npz")
 BANK_SHAPE = (32, 96)  # a real mouth unwrapped between its inner lips: depth rows x across columns
 CENTRE = UPPER_INNER.index(13)  # 13 and 14 (the middle of the inner lips) share this position
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)

@@ -1,6 +1,6 @@
 // AvatarClient: play an avatar-server session in a <video> element.
 // A plain ES module, no build step:
-//   import { AvatarClient } from "https://your-server/web/avatar-client.js";
+//   import { AvatarClient } from "avatar-server-client";  // npm; or "https://your-server/web/avatar-client.js"
 //   const avatar = new AvatarClient({ baseUrl: "https://your-server" });
 //   await avatar.connect(document.querySelector("video"));
 //   await avatar.speak("Hello!");

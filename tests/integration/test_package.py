@@ -1,0 +1,106 @@
+"""The package a user installs: the wheel, installed outside the checkout, runs the server
+(page, JS client, a talking face at 25 fps) and the batch renderer from its own files; the
+JS client packs for npm with its types, at the server's version."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import aiohttp
+import av
+import numpy as np
+import pytest
+
+from avatar_client import AvatarViewer
+from engine.version import package_version
+from testkit.install import build_wheel, fresh_environment, pack_client
+from testkit.server import ROOT, ServerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple:
+    """(bin folder of a fresh environment holding only the wheel, a working folder elsewhere)."""
+    work = tmp_path_factory.mktemp("package")
+    bin_dir = fresh_environment(build_wheel(work), work / "env")
+    elsewhere = work / "elsewhere"
+    elsewhere.mkdir()
+    return bin_dir, elsewhere
+
+
+def test_the_installed_package_is_whole_and_outside_the_checkout(installed):
+    bin_dir, elsewhere = installed
+    probe = ("import json, engine, server, media, speech, avatar_client;"
+             "from engine.families.motion import dit; from engine.families.portrait import avatar, mouth_interior;"
+             "from server.routes import operations as o;"
+             "print(json.dumps([m.__file__ for m in (engine, server, media, speech, avatar_client)]"
+             " + [str(p) for p in (dit.WEIGHTS, avatar.DEFAULT_AVATAR, mouth_interior.BANK, *o.PAGES.values())]))")
+    paths = json.loads(subprocess.run([str(bin_dir / "python"), "-c", probe], cwd=elsewhere, capture_output=True,
+                                      text=True, check=True).stdout)
+    site = bin_dir.parent.resolve()
+    assert all(p.startswith(str(site)) and not p.startswith(str(ROOT)) for p in paths), paths
+    version = subprocess.run([str(bin_dir / "avatar-server"), "--version"], capture_output=True, text=True,
+                             check=True).stdout
+    assert package_version() in version
+
+
+async def test_the_installed_server_serves_the_page_the_client_and_a_talking_face(installed):
+    bin_dir, elsewhere = installed
+    with ServerProcess(command=(str(bin_dir / "avatar-server"),), cwd=elsewhere) as server:
+        async with aiohttp.ClientSession() as http:
+            for path, kind in (("/", "text/html"), ("/web/avatar-client.js", "javascript"),
+                               ("/web/avatar-client.d.ts", "")):
+                async with http.get(server.url + path) as res:
+                    assert res.status == 200 and kind in res.content_type and len(await res.read()) > 500, path
+        viewer = AvatarViewer(server.url)
+        try:
+            await viewer.connect()
+            await viewer.record_events()
+            await viewer.wait_frames(25, timeout=60)
+            assert await server_fps(viewer) >= 24
+            assert (await viewer.post("speak", {"text": "Installed from a wheel."}))[0] == 202
+            ended = await viewer.wait_event("speak_ended", 30)
+            heard = np.concatenate([pcm for _, pcm in viewer.received.audio])
+            assert ended and np.abs(heard.astype(np.int32)).max() > 1000, "no speech reached the viewer"
+        finally:
+            await viewer.close()
+
+
+async def server_fps(viewer: AvatarViewer, reports: int = 3) -> float:
+    """Frames per second the server sent this viewer, over its next `reports` stats events."""
+    after = 0.0
+    for _ in range(reports):
+        after = (await viewer.wait_event("stats", 10, after=after))["t"] + 1e-3
+    stats = [e for e in viewer.seen if e["type"] == "stats"][-reports:]
+    return sum(e["fps"] for e in stats) / len(stats)
+
+
+def test_the_installed_renderer_writes_an_mp4(installed):
+    bin_dir, elsewhere = installed
+    subprocess.run([str(bin_dir / "avatar-render"), "--text", "Rendered from the wheel.", "--out", "talk.mp4"],
+                   cwd=elsewhere, check=True, capture_output=True, timeout=240)
+    with av.open(str(elsewhere / "talk.mp4")) as mp4:
+        video = mp4.streams.video[0]
+        assert video.average_rate == 25 and mp4.streams.audio, "25 fps video with its audio"
+        assert sum(1 for _ in mp4.decode(video=0)) >= 25
+
+
+def test_npm_pack_gives_the_client_with_its_types_at_the_servers_version(tmp_path):
+    package = pack_client(tmp_path)
+    manifest = json.loads((package / "package.json").read_text())
+    assert manifest["version"] == package_version() and manifest["type"] == "module"
+    assert sorted(p.name for p in package.iterdir()) == ["README.md", "avatar-client.d.ts", "avatar-client.js",
+                                                         "package.json"]
+    # Node resolves the package by name through its exports, as a bundler would.
+    app = tmp_path / "app"
+    (app / "node_modules").mkdir(parents=True)
+    package.rename(app / "node_modules" / manifest["name"])
+    exported = subprocess.run(["node", "--input-type=module", "-e",
+                               f"import * as c from '{manifest['name']}'; console.log(Object.keys(c).join(' '))"],
+                              cwd=app, capture_output=True, text=True, check=True).stdout.split()
+    typed = re.findall(r"^export declare (?:class|function) (\w+)",
+                       (app / "node_modules" / manifest["name"] / "avatar-client.d.ts").read_text(), re.M)
+    assert sorted(exported) == sorted(typed), "every export has its declaration, and no declaration is missing"
