@@ -1,29 +1,35 @@
-# avatar-server: CPU by default; the compose file's gpu profile runs the same image on NVIDIA GPUs,
-# its ray profile an image built with EXTRAS=ray.
-FROM python:3.11-slim-bookworm
+# avatar-server: the wheel of this repository in a virtual environment, run as a non-root user.
+#   docker build -t avatar-server .      (base: Docker Hub's python:3.11-slim-bookworm)
+#   scripts/image.sh                     (no registry: a Debian base made by debootstrap, offline wheels)
+# CPU torch by default; the compose file's gpu profile builds with PyPI's (CUDA) torch.
+ARG BASE=python:3.11-slim-bookworm
 
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libgl1 libglib2.0-0 \
- && rm -rf /var/lib/apt/lists/*
-
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY server server
-COPY engine engine
-COPY media media
-COPY speech speech
-COPY avatar_client avatar_client
-COPY assets assets
-COPY static static
-COPY web web
-# EXTRAS=ray for the compose file's ray profile (Ray head, workers and front end)
+# 1. The wheel, built from the sources and installed as a user installs it (pip, the pinned
+#    dependencies); only the environment it makes goes on, not the sources or the wheel.
+FROM ${BASE} AS install
 ARG EXTRAS=""
-RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}"
+ARG PIP_NO_INDEX
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+COPY . /src
+RUN python3 -m venv /opt/avatar \
+ && /opt/avatar/bin/pip install --no-cache-dir --find-links /src/wheels "setuptools>=77" \
+ && /opt/avatar/bin/pip wheel --no-deps --no-build-isolation --no-cache-dir -w /tmp/dist /src \
+ && PIP_EXTRA_INDEX_URL="$TORCH_INDEX" /opt/avatar/bin/pip install --no-cache-dir --find-links /src/wheels \
+      "$(ls /tmp/dist/avatar_server-*.whl)${EXTRAS:+[$EXTRAS]}" \
+ && /opt/avatar/bin/pip uninstall -y -q setuptools
 
-# Import the code from /app, beside assets/, static/ and engine/weights/ (not site-packages, which has no data files)
-ENV PYTHONPATH=/app AVATAR_HOST=0.0.0.0 AVATAR_PORT=8080 AVATAR_AVATARS_DIR=/data/avatars
-EXPOSE 8080
+# 2. The image: the base, OpenCV's system libraries, the environment.
+FROM ${BASE}
+RUN dpkg -s libgl1 libglib2.0-0 >/dev/null 2>&1 || (apt-get update \
+      && apt-get install -y --no-install-recommends libgl1 libglib2.0-0 && rm -rf /var/lib/apt/lists/*) \
+ && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin avatar \
+ && mkdir -p /data/avatars && chown -R avatar:avatar /data
+COPY --from=install /opt/avatar /opt/avatar
+ENV PATH=/opt/avatar/bin:$PATH HOME=/data AVATAR_HOST=0.0.0.0 AVATAR_PORT=8080 AVATAR_AVATARS_DIR=/data/avatars
+USER avatar
+WORKDIR /data
 VOLUME /data
-HEALTHCHECK --interval=30s --timeout=5s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz')"
-USER nobody
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s \
+  CMD python -c "import os, urllib.request as u; u.urlopen('http://127.0.0.1:%s/healthz' % os.environ['AVATAR_PORT'], timeout=4)"
 CMD ["avatar-server"]

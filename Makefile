@@ -8,7 +8,7 @@ run: setup
 	.venv/bin/avatar-server $(ARGS)
 
 test: setup
-	@scripts/setup.sh pipecat
+	@scripts/setup.sh test
 	scripts/test.sh $(ARGS)
 
 bench: setup

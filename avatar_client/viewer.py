@@ -136,6 +136,15 @@ class AvatarViewer:
             await asyncio.sleep(0.02)
         raise TimeoutError(f"no {kind} event; got {[e['type'] for e in self.seen]}")
 
+    async def sent_fps(self, reports: int = 3) -> float:
+        """Frames per second the server sent this viewer over its next `reports` stats events
+        (needs record_events): what the viewer is given, however fast this process decodes."""
+        after = time.time()  # events carry the server's wall-clock time
+        for _ in range(reports):
+            after = (await self.wait_event("stats", 10, after=after))["t"] + 1e-3
+        stats = [e for e in self.seen if e["type"] == "stats"][-reports:]
+        return sum(e["fps"] for e in stats) / len(stats)
+
     async def close(self, delete: bool = True) -> int | None:
         status = None
         if delete and self.session_id:

@@ -25,8 +25,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: .venv is ready"
 fi
 
-# `setup.sh pipecat` (the test command): the agent-side environment of the pipecat test
-if [ "${1:-}" = pipecat ]; then
+# `setup.sh test` (the test command): the agent-side environment of the pipecat test, and
+# (as root, where dockerd is installed) the offline inputs of the container image's test
+if [ "${1:-}" = test ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v dockerd >/dev/null; then
+    scripts/image-inputs.sh .cache/image
+  fi
   stamp=.venv-pipecat/.installed
   if [ ! -f "$stamp" ] || [ scripts/pipecat-requirements.txt -nt "$stamp" ]; then
     python3 -m venv .venv-pipecat

@@ -60,22 +60,13 @@ async def test_the_installed_server_serves_the_page_the_client_and_a_talking_fac
             await viewer.connect()
             await viewer.record_events()
             await viewer.wait_frames(25, timeout=60)
-            assert await server_fps(viewer) >= 24
+            assert await viewer.sent_fps() >= 24
             assert (await viewer.post("speak", {"text": "Installed from a wheel."}))[0] == 202
             ended = await viewer.wait_event("speak_ended", 30)
             heard = np.concatenate([pcm for _, pcm in viewer.received.audio])
             assert ended and np.abs(heard.astype(np.int32)).max() > 1000, "no speech reached the viewer"
         finally:
             await viewer.close()
-
-
-async def server_fps(viewer: AvatarViewer, reports: int = 3) -> float:
-    """Frames per second the server sent this viewer, over its next `reports` stats events."""
-    after = 0.0
-    for _ in range(reports):
-        after = (await viewer.wait_event("stats", 10, after=after))["t"] + 1e-3
-    stats = [e for e in viewer.seen if e["type"] == "stats"][-reports:]
-    return sum(e["fps"] for e in stats) / len(stats)
 
 
 def test_the_installed_renderer_writes_an_mp4(installed):
