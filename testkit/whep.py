@@ -49,9 +49,10 @@ class WhepViewer:
             pass
 
     async def fps(self, seconds: float) -> float:
-        before = self.frames
+        """Frames received per second over about `seconds`, divided by the span that passed."""
+        before, start = self.frames, time.monotonic()
         await asyncio.sleep(seconds)
-        return (self.frames - before) / seconds
+        return (self.frames - before) / (time.monotonic() - start)
 
     async def wait_frames(self, count: int, timeout: float = 20) -> None:
         deadline = time.monotonic() + timeout

@@ -21,6 +21,7 @@ def test_compose_file_validates_with_turn_wired_in():
     gpu = subprocess.run([compose, "-f", str(ROOT / "docker-compose.yml"), "--profile", "gpu", "config"],
                          env=env, capture_output=True, text=True, check=True).stdout
     assert "nvidia" in gpu and "capabilities" in gpu
+    assert "TORCH_INDEX: https://pypi.org/simple" in gpu and "avatar-server-gpu:latest" in gpu, "a CUDA torch build"
     ray = subprocess.run([compose, "-f", str(ROOT / "docker-compose.yml"), "--profile", "ray", "config"],
                          env=env, capture_output=True, text=True, check=True).stdout
     assert "AVATAR_ENGINE: ray" in ray and "AVATAR_RAY_ADDRESS: ray-head:6379" in ray and "--block" in ray

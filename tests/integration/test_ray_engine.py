@@ -117,9 +117,9 @@ async def health(url: str) -> dict:
 
 
 async def fps(viewer: AvatarViewer, seconds: float = 3.0) -> float:
-    before = viewer.video_count
+    before, start = viewer.video_count, time.monotonic()
     await asyncio.sleep(seconds)
-    return (viewer.video_count - before) / seconds
+    return (viewer.video_count - before) / (time.monotonic() - start)
 
 
 async def two_playing(url: str) -> tuple[list[AvatarViewer], list[float]]:

