@@ -257,6 +257,7 @@ async def test_front_ends_share_the_clusters_actors_and_a_dead_front_ends_sessio
             # at once, before a ping tells either server of the other's session: both pick the same
             # actor first, and the one it refuses (EngineFull) tries the other
             await asyncio.gather(*(v.connect() for v in viewers))
+            await viewers[0].record_events()
             await asyncio.gather(*(v.wait_frames(25, timeout=60) for v in viewers))
             await asyncio.sleep(1.5)
             for url in (first.url, second.url):
@@ -277,7 +278,9 @@ async def test_front_ends_share_the_clusters_actors_and_a_dead_front_ends_sessio
             assert time.monotonic() - killed < LEASE_S + 5, "the dead front end's session outlived its lease"
             await later.connect()
             await later.wait_frames(25, timeout=60)
-            assert await fps(viewers[0], 2) >= 20, "the first server's session stopped"
+            # what the server sent (a stopped session sends none), not what this busy process
+            # managed to decode beside a second stream: that read 19.98 once
+            assert await viewers[0].sent_fps() >= 20, "the first server's session stopped"
         finally:
             for viewer in [*viewers, third, later]:
                 await viewer.close(delete=False)
