@@ -11,6 +11,9 @@ import sysconfig
 import tarfile
 from pathlib import Path
 
+import numpy as np
+
+from avatar_client import AvatarViewer
 from testkit.server import ROOT
 
 PIP = (sys.executable, "-m", "pip")
@@ -58,3 +61,20 @@ def pack_client(dest: Path) -> Path:
     with tarfile.open(tarball) as tar:
         tar.extractall(dest / "unpacked", filter="data")
     return dest / "unpacked" / "package"
+
+
+async def plays_and_speaks(url: str, text: str, avatar: str = "default") -> None:
+    """What a user of an installed server sees: a real aiortc viewer given 24+ frames a second,
+    and a sentence that reaches it as speech."""
+    viewer = AvatarViewer(url, avatar=avatar)
+    try:
+        await viewer.connect()
+        await viewer.record_events()
+        await viewer.wait_frames(25, timeout=60)
+        assert await viewer.sent_fps() >= 24
+        assert (await viewer.post("speak", {"text": text}))[0] == 202
+        await viewer.wait_event("speak_ended", 30)
+        heard = np.concatenate([pcm for _, pcm in viewer.received.audio])
+        assert np.abs(heard.astype(np.int32)).max() > 1000, "no speech reached the viewer"
+    finally:
+        await viewer.close()

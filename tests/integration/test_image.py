@@ -12,10 +12,9 @@ import time
 import aiohttp
 import pytest
 
-from avatar_client import AvatarViewer
 from engine.families.portrait.avatar import ASSETS
 from testkit.docker import DockerDaemon, why_not
-from testkit.install import source_copy
+from testkit.install import plays_and_speaks, source_copy
 from testkit.server import ROOT, free_port
 
 pytestmark = pytest.mark.integration
@@ -78,16 +77,7 @@ async def test_the_image_starts_healthy_as_a_user_keeps_its_data_and_serves_a_ta
         async with http.post(url + "/v1/avatars", data=form) as res:
             assert res.status == 201, await res.text()
             avatar_id = (await res.json())["avatar_id"]
-    viewer = AvatarViewer(url, avatar=avatar_id)
-    try:
-        await viewer.connect()
-        await viewer.record_events()
-        await viewer.wait_frames(25, timeout=60)
-        assert await viewer.sent_fps() >= 24
-        assert (await viewer.post("speak", {"text": "From the container."}))[0] == 202
-        await viewer.wait_event("speak_ended", 30)
-    finally:
-        await viewer.close()
+    await plays_and_speaks(url, "From the container.", avatar_id)
     # The volume outlives the container: a new container from the image still has the upload.
     image.run("rm", "-f", "avatar")
     url = await asyncio.to_thread(start, image, port)

@@ -10,12 +10,10 @@ import subprocess
 
 import aiohttp
 import av
-import numpy as np
 import pytest
 
-from avatar_client import AvatarViewer
 from engine.version import package_version
-from testkit.install import build_wheel, fresh_environment, pack_client
+from testkit.install import build_wheel, fresh_environment, pack_client, plays_and_speaks
 from testkit.server import ROOT, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -55,18 +53,7 @@ async def test_the_installed_server_serves_the_page_the_client_and_a_talking_fac
                                ("/web/avatar-client.d.ts", "")):
                 async with http.get(server.url + path) as res:
                     assert res.status == 200 and kind in res.content_type and len(await res.read()) > 500, path
-        viewer = AvatarViewer(server.url)
-        try:
-            await viewer.connect()
-            await viewer.record_events()
-            await viewer.wait_frames(25, timeout=60)
-            assert await viewer.sent_fps() >= 24
-            assert (await viewer.post("speak", {"text": "Installed from a wheel."}))[0] == 202
-            ended = await viewer.wait_event("speak_ended", 30)
-            heard = np.concatenate([pcm for _, pcm in viewer.received.audio])
-            assert ended and np.abs(heard.astype(np.int32)).max() > 1000, "no speech reached the viewer"
-        finally:
-            await viewer.close()
+        await plays_and_speaks(server.url, "Installed from a wheel.")
 
 
 def test_the_installed_renderer_writes_an_mp4(installed):

@@ -116,12 +116,6 @@ async def health(url: str) -> dict:
             return await res.json()
 
 
-async def fps(viewer: AvatarViewer, seconds: float = 3.0) -> float:
-    before, start = viewer.video_count, time.monotonic()
-    await asyncio.sleep(seconds)
-    return (viewer.video_count - before) / (time.monotonic() - start)
-
-
 async def two_playing(url: str) -> tuple[list[AvatarViewer], list[float]]:
     """Two viewers connected, each recording its events; the frames per second the server
     sent each over its next three stats reports (what a viewer gets, whether or not this
