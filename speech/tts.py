@@ -30,6 +30,7 @@ WARM_UP = ("Ready.", "The voice is loaded and ready to speak, and this sentence 
 memory back and grows with the longest sentence it has read (184 MB after a short one, 430-450 MB
 after one of sentences.MAX_SENTENCE characters, flat over 40 more): warmed up on one that long, its size
 is its working size from the start."""
+SCRATCH_PREFIX = "avatar-tts-"
 RECYCLE_FACTOR = 1.5
 """Over hours piper still steps up by ~10 MB now and then (its ONNX runtime). Once it holds this
 many times its warmed-up size it is replaced by a fresh one, at a moment when no sentence
@@ -79,6 +80,30 @@ def _lower_priority() -> None:
     os.nice(TTS_NICENESS)
 
 
+def scratch_dir(root: Path) -> Path:
+    """A new folder for piper's WAV files, named after this process.
+
+    A server that was killed (SIGKILL, a crash) never ran `close`, so first remove the
+    folders of processes that no longer exist: a machine that restarts its server many
+    times does not collect them.
+    """
+    for old in root.glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = old.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def _rss_mb(pid: int) -> float:
     """Resident memory of a process (Linux /proc; 0 where it cannot be read)."""
     try:
@@ -108,7 +133,7 @@ class PiperTts:
         self.recycle_factor = recycle_factor
         self._base_mb: float | None = None  # the process's size after its warm-up
         self.recycled = 0
-        self._dir = Path(tempfile.mkdtemp(prefix="avatar-tts-"))
+        self._dir = scratch_dir(Path(tempfile.gettempdir()))
         self._proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
         self._waiting: OrderedDict[str, deque[tuple[str, asyncio.Future]]] = OrderedDict()

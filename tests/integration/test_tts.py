@@ -1,6 +1,7 @@
 """The piper TTS process: sentence streaming and cancellation safety (real voice)."""
 
 import asyncio
+import os
 
 import pytest
 
@@ -53,3 +54,22 @@ async def test_a_grown_piper_is_replaced_while_idle_and_the_voice_goes_on():
         assert abs(len(after) - len(before)) < 0.25 * len(before)
     finally:
         await tts.close()
+
+
+def test_a_killed_servers_scratch_folder_is_removed_by_the_next(tmp_path):
+    """A server killed outright never runs close(); the next one sweeps its folder, not a live one's."""
+    import subprocess
+
+    from speech.tts import scratch_dir
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"avatar-tts-{gone.pid}-x1"
+    live = tmp_path / f"avatar-tts-{os.getppid()}-x2"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "0.wav").write_bytes(b"RIFF")
+    mine = scratch_dir(tmp_path)
+    assert not dead.exists()
+    assert (live / "0.wav").exists()
+    assert mine.is_dir() and mine.name.startswith(f"avatar-tts-{os.getpid()}-")
