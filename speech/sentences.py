@@ -24,9 +24,15 @@ def split_sentences(text: str) -> list[str]:
 
 
 async def split_stream(text: str) -> AsyncIterator[str]:
-    """The sentences of a finished text, as a stream like an LLM's."""
-    for sentence in split_sentences(text):
-        yield sentence
+    """The pieces of a finished text (`POST /speak`) exactly as an LLM's reply of the same
+    words would be cut: its first clause alone, so the first audio is the shortest it can be."""
+
+    async def words() -> AsyncIterator[str]:
+        for word in re.findall(r"\S+\s*", text):
+            yield word
+
+    async for piece in sentences_of(words()):
+        yield piece
 
 
 FIRST_CLAUSE = re.compile(r"^(\W*\w+\W+\w+\W+\w+.*?(?:[,;:\u2014]\s|[,;:\u2014.!?]$))")

@@ -104,3 +104,14 @@ def test_a_turn_is_complete_only_when_its_words_are_a_whole_sentence(text, compl
     from server.voice.turns import is_complete
 
     assert is_complete(text) is complete
+
+
+async def test_a_spoken_texts_pieces_are_those_of_the_same_reply_streamed():
+    from speech.sentences import split_stream
+
+    text = "Well of course, Paris is the capital, I think. It is big. " + "Very, " * 60 + "long."
+    streamed = [s async for s in split_stream(text)]
+    assert streamed[:3] == ["Well of course,", "Paris is the capital, I think.", "It is big."]
+    assert all(len(s) <= 241 for s in streamed) and "".join(streamed[3:]).count("Very") == 60
+    assert [s async for s in split_stream("Here is a reply of about the same length.")] == [
+        "Here is a reply of about the same length."]
