@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+import psutil
 
 from media.clock import SAMPLE_RATE
 
@@ -89,19 +90,9 @@ def scratch_dir(root: Path) -> Path:
     """
     for old in root.glob(f"{SCRATCH_PREFIX}*-*"):
         pid = old.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _rss_mb(pid: int) -> float:
