@@ -10,6 +10,8 @@ import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from testkit.frames import FrameLog
+
 
 class WhepViewer:
     def __init__(self, base_url: str, path: str, pictures: bool = True):
@@ -17,6 +19,7 @@ class WhepViewer:
         self.base_url, self.path, self.pictures = base_url.rstrip("/"), path, pictures
         self.pc = RTCPeerConnection()
         self.frames = 0
+        self.video = FrameLog()
         self.audio_frames = 0
         self.last: np.ndarray | None = None  # the latest picture, RGB
         self.location = ""
@@ -41,6 +44,7 @@ class WhepViewer:
                 frame = await track.recv()
                 if track.kind == "video":
                     self.frames += 1
+                    self.video.add(frame)
                     if self.pictures and self.frames % 5 == 0:
                         self.last = frame.to_ndarray(format="rgb24")
                 else:
@@ -49,10 +53,11 @@ class WhepViewer:
             pass
 
     async def fps(self, seconds: float) -> float:
-        """Frames received per second over about `seconds`, divided by the span that passed."""
-        before, start = self.frames, time.monotonic()
+        """Frames per second of media time over what arrived in about `seconds` (testkit/frames.py);
+        0 when fewer than two frames came."""
+        before = self.video.count
         await asyncio.sleep(seconds)
-        return (self.frames - before) / (time.monotonic() - start)
+        return self.video.rate_since(before)
 
     async def wait_frames(self, count: int, timeout: float = 20) -> None:
         deadline = time.monotonic() + timeout
