@@ -6,7 +6,10 @@ motion model that listens ahead (`delay_frames`, its lookahead) returns the moti
 frames that much earlier, so the audio passes through a delay line of as many frames first.
 Speech that starts while only idle frames are queued does not wait behind them: all but
 one chunk of them are dropped and its first chunk is rendered at once (40 ms sooner on
-average, 80 at most).
+average, 80 at most). Nor does it wait for the lookahead: the first frames of that chunk
+would show the idle moments before the speech with their silence, so they are dropped too
+(`delay_frames`, 80 ms sooner). The picture skips that much idle motion; the mouth's lead
+into the first sound goes with it.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ class MediaPump:
             chunk_id, first = 0, 0
             while not self.closed.is_set():
                 await self._room()
+                skip = self._lookahead_to_skip()
                 piece = self.speech.read(self.chunk_frames * SAMPLES_PER_FRAME)
                 rendered = await self.engine.render(chunk_id, first, piece.pcm, self.chunk_frames)
-                self._queue_frames(piece, rendered.slots)
+                self._queue_frames(piece, rendered.slots, skip)
                 chunk_id, first = chunk_id + 1, first + self.chunk_frames
         except EngineError as exc:
             fail(exc.code, str(exc))
@@ -65,7 +69,18 @@ class MediaPump:
                 for wait in waits:
                     wait.cancel()
 
-    def _queue_frames(self, piece: Piece, slots: list[int]) -> None:
+    def _lookahead_to_skip(self) -> int:
+        """How many of the next chunk's first frames to drop: those that would play the
+        silence still in the delay line before an utterance's first sound (see the module
+        docstring). None within speech, and none for an encoded stream, whose later frames
+        reference them."""
+        if not self.speech.starting or self.playout.encoded:
+            return 0
+        if any(pcm.any() or marks for pcm, marks, _ in self._sound):
+            return 0
+        return min(len(self._sound), self.chunk_frames)
+
+    def _queue_frames(self, piece: Piece, slots: list[int], skip: int = 0) -> None:
         if self.closed.is_set():
             for slot in slots:
                 self.engine.release(slot)
@@ -75,6 +90,9 @@ class MediaPump:
             marks = [m for m in piece.marks if lo <= m.offset < hi or (m.offset == hi and i == len(slots) - 1)]
             self._sound.append((piece.pcm[lo:hi], marks, piece.utterances))
             pcm, marks, owners = self._sound.popleft()  # the audio of this frame's moment
+            if i < skip:
+                self.engine.release(slot)
+                continue
             utterances = owners if pcm.any() else []
             if self.playout.muted.keys() & set(owners) or (not self.echo and MIRROR in utterances):
                 pcm, marks, utterances = np.zeros_like(pcm), [], []

@@ -6,7 +6,8 @@ off, 450 ms without words) -> `transcript` (user) -> the LLM's streamed reply ->
 sentences (the first clause at once) -> TTS -> the session's SpeechQueue under one
 utterance id. The user starting to talk while the avatar speaks interrupts it (barge-in)
 through the session's one cancellation path; a user who goes on before a word of the
-answer was heard gets one answer to everything they said, not one per piece.
+answer could have reached them (it had not begun, or began too recently for a reply to it)
+gets one answer to everything they said, not one per piece.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
 
 log = logging.getLogger("server.voice.conversation")
 HISTORY_MESSAGES = 12  # the LLM sees the last few turns; older ones are dropped
+REACTION_MS = 200  # a listener's quickest reply to a sound: speech begun sooner is not one to the answer
 NO_LLM = ("chat mode needs an LLM: start the server with AVATAR_LLM_BASE_URL "
           "(any OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama) and AVATAR_LLM_MODEL")
 
@@ -60,24 +62,33 @@ class Conversation:
     def hear(self, pcm16k: np.ndarray) -> None:
         for event in self.detector.feed(pcm16k):
             if event.kind == "start":
-                self._user_started()
+                self._user_started(event.onset_ms)
             elif event.kind == "pause":
                 self._recognise_early()
             else:
                 self._end_turn(event)
 
-    def _user_started(self) -> None:
+    def _user_started(self, onset_ms: int) -> None:
         self._turns += 1
         self.hub.emit("user_speech_started")
         if not self.utterances.speaking:
             return
         reply, self._reply = self._reply, None
-        if reply and not self.utterances.heard(reply[0]):  # went on before hearing a word of it
+        if reply and self._went_on_first(reply[0], onset_ms):
             self._carry, self._retracted = f"{reply[1]} {self._carry}".strip(), reply[0]
             if self._recorded[0] == reply[0]:  # all of it was produced already, and recorded
                 for _ in range(self._recorded[1]):
                     self.history.pop()
         self.utterances.interrupt()  # barge-in
+
+    def _went_on_first(self, utterance_id: str, onset_ms: int) -> bool:
+        """Whether the user went on before a word of the answer could have reached them: it
+        had not begun when their voice did (the VAD's onset is heard only after it), or had
+        played for less than anyone takes to react to it."""
+        played = self.utterances.played_ms(utterance_id)
+        if played is None:
+            return not self.utterances.heard(utterance_id)
+        return played - onset_ms < REACTION_MS
 
     def _recognise_early(self) -> None:
         if self._early is not None and not self._early[1].done():

@@ -134,6 +134,11 @@ class Utterances:
         """Whether the utterance's audio began to play (of the latest few)."""
         return utterance_id in self._heard
 
+    def played_ms(self, utterance_id: str) -> int | None:
+        """How much of the utterance has played, while it plays; None before and after."""
+        u = self._all.get(utterance_id)
+        return None if u is None or u.played is None else u.played * 40
+
     @property
     def speaking(self) -> bool:
         active = any(u.producer or u.live or u.played is not None for u in self._all.values())

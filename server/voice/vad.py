@@ -46,6 +46,7 @@ class TurnEvent:
     audio: np.ndarray | None = None  # 16 kHz int16, the turn so far, on "pause" and "end"
     voiced: int = 0  # voiced frames in the turn so far: equal counts mean the same words
     silence_ms: int = 0  # on "end": how long after the last voiced frame the turn ended
+    onset_ms: int = 0  # on "start": how long before it the first voiced frame of the onset came
 
 
 class TurnDetector:
@@ -104,7 +105,7 @@ class TurnDetector:
             if sum(self._recent) >= self.config.onset_frames:
                 self.speaking, self._silent_frames, self._voiced = True, 0, sum(self._recent)
                 self._turn, self.hangover_ms = list(self._before), self.config.hangover_ms
-                return TurnEvent("start")
+                return TurnEvent("start", onset_ms=(len(self._recent) - list(self._recent).index(True)) * 20)
             return None
         self._turn.append(frame)
         self._silent_frames = 0 if voiced else self._silent_frames + 1

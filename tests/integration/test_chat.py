@@ -125,20 +125,19 @@ def grid_words(clip: str, first: int, last: int) -> np.ndarray:
     return pcm[lo:hi].astype(np.int16)
 
 
-async def answered(url: str, wav: Path) -> tuple[list[dict], list[dict], list[str]]:
-    """A chat session hearing `wav` until its answer starts: its answers (speak_started),
-    the turns' ends and what the user was heard to say."""
+async def answered(url: str, wav: Path) -> tuple[list[dict], list[dict], list[str], list[dict]]:
+    """A chat session hearing `wav` until its last answer starts: its answers (speak_started),
+    the turns' ends, what the user was heard to say and the answers cut (interrupted)."""
     viewer = AvatarViewer(url, mode="chat", microphone=str(wav))
     await viewer.connect()
     events = await viewer.record_events()
     try:
-        await viewer.wait_event("speak_started", 30)
-        await asyncio.sleep(1.0)
+        await viewer.wait_event("speak_ended", 30)  # an answer played to its end: the last one
     finally:
         await viewer.close()
     pick = lambda kind: [e for e in events if e["type"] == kind]  # noqa: E731
-    return pick("speak_started"), pick("user_speech_ended"), [e["text"].lower() for e in pick("transcript")
-                                                             if e["role"] == "user"]
+    asked = [e["text"].lower() for e in pick("transcript") if e["role"] == "user"]
+    return pick("speak_started"), pick("user_speech_ended"), asked, pick("interrupted")
 
 
 async def test_a_pause_in_the_middle_of_a_sentence_does_not_get_an_answer(chat_server, fake_llm):
@@ -148,20 +147,23 @@ async def test_a_pause_in_the_middle_of_a_sentence_does_not_get_an_answer(chat_s
     clip = "bbil2n.mp4"
     wav = speech_wav("mid-sentence-pause.wav", silence(0.5), grid_words(clip, 1, 3), silence(0.8),
                      grid_words(clip, 4, 6), silence(3))
-    answers, ends, asked = await answered(chat_server.url, wav)
+    answers, ends, asked, _ = await answered(chat_server.url, wav)
     assert len(ends) == 1 and len(answers) == 1 and answers[0]["t"] > ends[0]["t"], (ends, answers)
     assert len(asked) == 1 and " in " in asked[0] and "now" in asked[0], f"the words on both sides: {asked}"
 
 
 async def test_going_on_after_a_whole_sentence_before_the_answer_is_heard_gets_one_answer(chat_server, fake_llm):
     """ "Bin blue in L two now." is a whole sentence, so the turn ends 160 ms into the silence
-    after it (when Whisper punctuates it so); the speaker adds "please" 400 ms after it, before
-    a word of the answer played. That answer is taken back: one answer, to everything said,
-    after the last word."""
+    after it (when Whisper punctuates it so); the speaker adds "please" 400 ms after it, about
+    when the answer's first sound can play (so the VAD hears him go on only after it), too soon
+    to be a reply to a word of it. That answer is taken back: cut at once if it began, never
+    history; one answer, to everything said, after the last word."""
     wav = speech_wav("went-on.wav", silence(0.5), grid_words("bbil2n.mp4", 1, 6), silence(0.4),
                      grid_words("bbil4p.mp4", 6, 6), silence(3))
-    answers, ends, asked = await answered(chat_server.url, wav)
-    assert len(answers) == 1 and answers[0]["t"] > ends[-1]["t"], (ends, answers)
+    answers, ends, asked, cut = await answered(chat_server.url, wav)
+    assert answers[-1]["t"] > ends[-1]["t"], (ends, answers)
+    taken_back = {a["utterance_id"] for a in answers[:-1]}
+    assert taken_back <= {c["utterance_id"] for c in cut if c["played_ms"] <= 400}, (answers, cut)
     assert "now" in asked[-1] and "please" in asked[-1], f"the last question is all of it: {asked}"
     question = fake_llm.requests[-1]["messages"]
     assert "please" in question[-1]["content"].lower() and "now" in question[-1]["content"].lower(), question

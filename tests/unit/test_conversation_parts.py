@@ -25,6 +25,7 @@ def test_turn_detector_finds_one_turn_in_real_speech(jfk16):
             events += detector.feed(part[lo : lo + 320])
     turn = [e for e in events if e.kind != "pause"]
     assert [e.kind for e in turn] == ["start", "end"]
+    assert 80 <= turn[0].onset_ms <= 120  # the onset: 4 voiced frames of the last 6, counted from the first
     assert 2.5 * 16000 < len(turn[1].audio) < 4.2 * 16000
     pauses = [e for e in events if e.kind == "pause"]
     assert pauses and pauses[-1].voiced == turn[1].voiced  # the last pause heard every word

@@ -1,0 +1,91 @@
+"""MediaPump: speech that starts after idle frames is heard after one chunk of them, in sync.
+
+The engine here hands out frame numbers as slots (frame k of the session is slot k): what
+the pump does with them is under test, not the rendering (the integration tests render).
+"""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from engine.config import SAMPLES_PER_FRAME
+from server.engines.client import RenderedChunk
+from server.stream.media_pump import MediaPump
+from server.stream.playout import Playout
+from server.voice.speech_queue import SpeechQueue
+
+pytestmark = pytest.mark.unit
+CHUNK, LEAD, DELAY, SIZE = 2, 4, 2, 16
+
+
+class NumberedFrames:
+    """A SessionEngine whose slot for frame k is k, the motion of moment k - DELAY."""
+
+    def __init__(self, encoded: bool = False):
+        self.encoded = encoded
+        self.released: list[int] = []
+
+    async def wait_open(self) -> None:
+        pass
+
+    async def render(self, chunk_id: int, first_frame: int, pcm: np.ndarray, frames: int) -> RenderedChunk:
+        return RenderedChunk(chunk_id, list(range(first_frame, first_frame + frames)))
+
+    def release(self, slot: int) -> None:
+        self.released.append(slot)
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def play_speech(encoded: bool, utterances: int, ticks: int = 12) -> tuple[list[tuple[int, int]], list[int]]:
+    """Idle frames up to the lead, then `utterances` of 3 frames each, back to back: the
+    (slot, audio value) of each tick played, and the slots released."""
+    engine, speech, shown = NumberedFrames(encoded), SpeechQueue(), []
+
+    def frame_of(slot: int) -> np.ndarray | bytes:
+        shown.append(slot)
+        return b"" if encoded else np.zeros((SIZE * 3 // 2, SIZE), np.uint8)
+
+    playout = Playout(frame_of, engine.release, lambda marks, utts: None, SIZE, encoded=encoded)
+    closed = asyncio.Event()
+    pump = MediaPump(engine, speech, playout, closed, CHUNK, LEAD, DELAY, echo=True)  # type: ignore[arg-type]
+    task = asyncio.ensure_future(pump.run(lambda code, text: None))
+    await settle()
+    assert playout.buffered == LEAD
+    for n in range(utterances):
+        await speech.push(f"u{n}", np.full(3 * SAMPLES_PER_FRAME, n + 1, np.int16))
+        speech.finish(f"u{n}")
+    await settle()
+    heard = []
+    for tick in range(ticks):
+        heard.append(int(playout.audio(tick, 0)[0]))
+        await settle()
+    task.cancel()
+    await task
+    assert playout.stats.held == 0
+    return list(zip(shown, heard)), engine.released
+
+
+async def test_speech_after_idle_frames_follows_one_chunk_of_them_in_sync():
+    played, released = await play_speech(encoded=False, utterances=1)
+    # frames 0-3 were idle; 2-3 went to make room, then the speech chunk's first two
+    # frames (4-5, the moments before it, with their silence) went too: frame 6 shows
+    # moment 4, when the speech began in the audio the engine was given
+    assert played[:6] == [(0, 0), (1, 0), (6, 1), (7, 1), (8, 1), (9, 0)]
+    assert {2, 3, 4, 5} <= set(released) and not {6, 7, 8} & set(released[:4])
+
+
+async def test_back_to_back_speech_loses_no_frame_and_no_sound():
+    played, _ = await play_speech(encoded=False, utterances=2)
+    assert [value for _, value in played if value] == [1, 1, 1, 2, 2, 2]
+    slots = [slot for slot, _ in played]
+    assert slots[:2] == [0, 1] and slots[2:] == list(range(6, 6 + len(slots) - 2))
+
+
+async def test_an_encoded_stream_keeps_its_lookahead_frames():
+    played, _ = await play_speech(encoded=True, utterances=1)
+    assert played[:6] == [(0, 0), (1, 0), (4, 0), (5, 0), (6, 1), (7, 1)]
