@@ -67,6 +67,23 @@ async def test_a_replys_first_clause_is_spoken_alone_and_at_once():
     assert await pieces(["Yes,", " sure."]) == [("Yes, sure.", 2)], "a clause of one word waits for more"
 
 
+async def test_a_long_first_clause_is_cut_before_a_phrase_so_it_is_read_sooner():
+    long = "I think the most important thing to remember about the capital of France is how old it is."
+    words = [w + " " for w in long.split()]
+    assert [s async for s in sentences_of(_stream(words))] == [
+        "I think the most important thing", "to remember about the capital of France is how old it is."]
+    no_phrase = "Seven large grey elephants slowly walked home yesterday evening together."
+    assert [s async for s in sentences_of(_stream([no_phrase]))] == [
+        "Seven large grey elephants slowly walked", "home yesterday evening together."]
+    eight = "The capital of France is very old indeed, I think."
+    assert [s async for s in sentences_of(_stream([eight]))][0] == "The capital of France is very old indeed,"
+
+
+async def _stream(tokens):
+    for token in tokens:
+        yield token
+
+
 async def test_llm_client_streams_an_openai_compatible_answer():
     fake = FakeLLM("Paris is the capital.")
     await fake.start()
