@@ -102,26 +102,27 @@ async def agent_start(url: str, pcm16: np.ndarray) -> tuple[float, float, float,
 async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
     """(end of user speech -> first avatar audio minus LLM time; POST /speak -> first audio;
     silence before the turn ended; recognition; reply start -> speak_started; speak_started
-    -> heard), ms."""
+    -> heard; turn ends that came too soon), ms and a count. The end of speech is that of
+    the turn the answer that played to its end answers: a turn ended too soon (a pause
+    mid-sentence) is taken back, counted apart, and not the start of the wait."""
     async with Watch(url, mode="chat", microphone=str(wav)) as w:
-        ended = await w.event("user_speech_ended")
-        heard_text = await w.event("transcript", after=ended["t"])
-        started = await w.event("speak_started", after=ended["t"])
-        heard = w.first_sound_after(ended["t"])
-        for _ in range(100):
-            heard = w.first_sound_after(ended["t"])
-            if heard:
-                break
-            await asyncio.sleep(0.05)
+        done = await w.event("speak_ended")
+        seen = list(w.viewer.seen)
+        started = next(e for e in seen if e["type"] == "speak_started" and e["utterance_id"] == done["utterance_id"])
+        ends = [e for e in seen if e["type"] == "user_speech_ended" and e["t"] < started["t"]]
+        ended = ends[-1]
+        heard_text = next(e for e in seen if e["type"] == "transcript" and e["role"] == "user" and e["t"] >= ended["t"])
+        heard = w.first_sound_after(started["t"] - 0.1)  # the viewer's clock may be a little ahead
+        assert heard is not None, f"{wav.stem}: the answer was never heard"
         end_of_speech = ended["t"] - ended["silence_ms"] / 1000
         chat_ms = (heard - end_of_speech) * 1000 - llm.last_first_token_ms
-        await w.event("speak_ended", after=started["t"])
         t0 = time.time()
         await w.viewer.post("speak", {"text": "Here is a reply of about the same length."})
         await asyncio.sleep(2.5)
         speak_ms = (w.first_sound_after(t0) - t0) * 1000
         return (chat_ms, speak_ms, ended["silence_ms"], (heard_text["t"] - ended["t"]) * 1000,
-                (started["t"] - heard_text["t"]) * 1000 - llm.last_first_token_ms, (heard - started["t"]) * 1000)
+                (started["t"] - heard_text["t"]) * 1000 - llm.last_first_token_ms, (heard - started["t"]) * 1000,
+                len(ends) - 1)
 
 
 def real_utterances(count: int) -> list[Path]:
@@ -177,6 +178,7 @@ async def main() -> None:
         "chat_breakdown_ms": {"silence_before_turn_ended": median(c[2]), "recognition_after_it": median(c[3]),
                               "transcript_to_speak_started_excl_llm": median(c[4]),
                               "speak_started_to_heard": median(c[5])},
+        "chat_turn_ends_too_soon": sum(c[6]),
         "chat_end_of_speech_to_first_audio_ms_each": [round(x) for x in c[0]],
         "runs": args.runs, "utterances": [w.stem for w in utterances],
         "raw": {"agent": agent, "chat": chat},
