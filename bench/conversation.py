@@ -7,9 +7,10 @@
 - chat: end of user speech -> first avatar audio at the client, minus the LLM's own time
   (a local test LLM; its time to first token is measured and subtracted), beside
   POST /speak -> first audio (the reply path without turn detection and recognition).
-  The user is real: 16 recorded utterances of 11 people (GRID's ten other speakers and
-  CREMA-D's actor 1001 in six moods, ../shared/data/real-talking), each played into its
-  own chat session by an aiortc microphone. The end of speech is the last voiced frame:
+  The user is real: 21 recorded utterances of 12 people (GRID's ten other speakers,
+  CREMA-D's actor 1001 in six moods and five sentences of a read weekly address,
+  ../shared/data/real-talking), each played into its own chat session by an aiortc
+  microphone. The end of speech is the last voiced frame:
   the server's `user_speech_ended` says how long after it the turn was ended.
 
     .venv/bin/python bench/conversation.py [--runs 3] [--utterances 16]
@@ -126,13 +127,15 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
 
 
 def real_utterances(count: int) -> list[Path]:
-    """Recorded people, one utterance each, as 48 kHz WAVs with a second of silence before."""
+    """Recorded people, one utterance each, as 48 kHz WAVs with a second of silence before:
+    GRID's other speakers, CREMA-D's actor in six moods, sentences of a read weekly address."""
     import av
 
     from testkit.server import SHARED_DATA
 
     real = SHARED_DATA / "real-talking"
-    sources = sorted((real / "grid-samples").iterdir()) + sorted((real / "crema-d").glob("*.flv"))
+    sources = sorted((real / "grid-samples").iterdir()) + sorted((real / "crema-d").glob("*.flv")) \
+        + sorted((real / "obama-weekly-address").glob("*.mp4"))
     wavs = []
     for source in sources[:count]:
         with av.open(str(source)) as c:
@@ -142,6 +145,15 @@ def real_utterances(count: int) -> list[Path]:
     return wavs
 
 
+def by_source(utterances: list[Path], values: tuple[float, ...]) -> dict[str, float]:
+    """Medians per recording source (GRID, CREMA-D, the address), told apart by file name."""
+    groups: dict[str, list[float]] = {}
+    for wav, value in zip(utterances, values):
+        source = "crema-d" if wav.stem.startswith("bench-1001") else "address" if "sentence" in wav.stem else "grid"
+        groups.setdefault(source, []).append(value)
+    return {source: median(group) for source, group in groups.items()}
+
+
 def median(values: list[float]) -> float:
     return round(statistics.median(values), 1)
 
@@ -149,7 +161,7 @@ def median(values: list[float]) -> float:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3, help="agent-socket runs")
-    parser.add_argument("--utterances", type=int, default=16, help="real utterances for the chat figure")
+    parser.add_argument("--utterances", type=int, default=21, help="real utterances for the chat figure")
     args = parser.parse_args()
     import av
 
@@ -164,8 +176,8 @@ async def main() -> None:
     await llm.start()
     try:
         with ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"}) as proc:
+            chat = [await chat_reply(proc.url, wav, llm) for wav in utterances]  # the first: a fresh server's
             agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
-            chat = [await chat_reply(proc.url, wav, llm) for wav in utterances]
     finally:
         await llm.stop()
     a = list(zip(*agent))
@@ -180,6 +192,8 @@ async def main() -> None:
                               "speak_started_to_heard": median(c[5])},
         "chat_turn_ends_too_soon": sum(c[6]),
         "chat_end_of_speech_to_first_audio_ms_each": [round(x) for x in c[0]],
+        "chat_median_ms_by_source": by_source(utterances, c[0]),
+        "chat_first_turn_of_a_fresh_server_ms": round(c[0][0]),
         "runs": args.runs, "utterances": [w.stem for w in utterances],
         "raw": {"agent": agent, "chat": chat},
     }, indent=2))
