@@ -68,12 +68,15 @@ class Server:
     async def startup(self, app: web.Application) -> None:
         encoder.install()
         await asyncio.gather(self.engine.start(), self.tts.start())
+        if self.llm.configured:  # chat can be asked for: Whisper loads now, not during the first question
+            self._asr_warm = asyncio.create_task(self.asr.warm())
 
     async def shutdown(self, app: web.Application) -> None:
         await asyncio.gather(*(s.close() for s in list(self.sessions.values())), return_exceptions=True)
         await self.engine.stop()
         await self.tts.close()
         await self.avatars.close()
+        await self.llm.close()
         self.asr.close()
 
     def session(self, session_id: str) -> Session:

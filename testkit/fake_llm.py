@@ -17,6 +17,7 @@ class FakeLLM:
     def __init__(self, answer: str):
         self.answer = answer
         self.requests: list[dict] = []
+        self.peers: list[tuple] = []  # each request's client address: a reused connection repeats one
         self.last_first_token_ms = 0.0  # request arrival -> first token written
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -37,6 +38,7 @@ class FakeLLM:
         arrived = time.monotonic()
         body = await request.json()
         self.requests.append(body)
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else ())
         res = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await res.prepare(request)
         for i, word in enumerate(self.answer.split(" ")):

@@ -89,9 +89,12 @@ async def test_llm_client_streams_an_openai_compatible_answer():
     await fake.start()
     try:
         llm = ChatLLM(LlmConfig(base_url=fake.url, model="m"))
-        text = "".join([t async for t in llm.stream([{"role": "user", "content": "capital?"}])])
-        assert text.strip() == "Paris is the capital."
+        for _ in range(2):
+            text = "".join([t async for t in llm.stream([{"role": "user", "content": "capital?"}])])
+            assert text.strip() == "Paris is the capital."
         assert fake.requests[0]["messages"][0]["role"] == "system"
+        assert fake.peers[0] == fake.peers[1], "the second turn opened a new connection"
+        await llm.close()
     finally:
         await fake.stop()
 
