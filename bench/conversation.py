@@ -10,10 +10,13 @@
   The user is real: 21 recorded utterances of 12 people (GRID's ten other speakers,
   CREMA-D's actor 1001 in six moods and five sentences of a read weekly address,
   ../shared/data/real-talking), each played into its own chat session by an aiortc
-  microphone. The end of speech is the last voiced frame:
-  the server's `user_speech_ended` says how long after it the turn was ended.
+  microphone. The end of speech is the last voiced frame of the turn that the answer
+  played to its end answers: the server's `user_speech_ended` says how long after it the
+  turn was ended. Also reported: the first turn of the fresh server on its own, medians
+  per source, and some of the utterances again while `--others` sessions speak on the
+  same server, each with its own viewer.
 
-    .venv/bin/python bench/conversation.py [--runs 3] [--utterances 16]
+    .venv/bin/python bench/conversation.py [--runs 3] [--utterances 21] [--others 3] [--loaded 8]
 """
 
 from __future__ import annotations
@@ -126,6 +129,31 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
                 len(ends) - 1)
 
 
+OTHERS_SAY = ("Good morning. This is one of the other sessions on this server, talking all the time "
+              "so that the conversation being measured shares the machine with it.")
+
+
+async def keep_talking(url: str) -> None:
+    """Another session with its own viewer, speaking without a break until cancelled."""
+    async with Watch(url) as w:
+        while True:
+            asked = time.time()
+            await w.viewer.post("speak", {"text": OTHERS_SAY})
+            await w.event("speak_ended", after=asked, timeout=60)
+
+
+async def with_others_speaking(url: str, others: int, wavs: list[Path], llm: FakeLLM) -> list[tuple[float, ...]]:
+    """chat_reply on each of `wavs` while `others` more sessions speak on the same server."""
+    talkers = [asyncio.ensure_future(keep_talking(url)) for _ in range(others)]
+    try:
+        await asyncio.sleep(5.0)  # all of them connected and speaking
+        return [await chat_reply(url, wav, llm) for wav in wavs]
+    finally:
+        for talker in talkers:
+            talker.cancel()
+        await asyncio.gather(*talkers, return_exceptions=True)
+
+
 def real_utterances(count: int) -> list[Path]:
     """Recorded people, one utterance each, as 48 kHz WAVs with a second of silence before:
     GRID's other speakers, CREMA-D's actor in six moods, sentences of a read weekly address."""
@@ -162,6 +190,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3, help="agent-socket runs")
     parser.add_argument("--utterances", type=int, default=21, help="real utterances for the chat figure")
+    parser.add_argument("--others", type=int, default=3, help="sessions speaking meanwhile, for the loaded figure")
+    parser.add_argument("--loaded", type=int, default=8, help="real utterances for the loaded figure (0: none)")
     args = parser.parse_args()
     import av
 
@@ -178,6 +208,8 @@ async def main() -> None:
         with ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"}) as proc:
             chat = [await chat_reply(proc.url, wav, llm) for wav in utterances]  # the first: a fresh server's
             agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
+            loaded = utterances[:: max(1, len(utterances) // args.loaded)][: args.loaded] if args.loaded else []
+            busy = list(zip(*await with_others_speaking(proc.url, args.others, loaded, llm))) if loaded else [[]]
     finally:
         await llm.stop()
     a = list(zip(*agent))
@@ -194,6 +226,8 @@ async def main() -> None:
         "chat_end_of_speech_to_first_audio_ms_each": [round(x) for x in c[0]],
         "chat_median_ms_by_source": by_source(utterances, c[0]),
         "chat_first_turn_of_a_fresh_server_ms": round(c[0][0]),
+        f"chat_with_{args.others}_others_speaking_ms": median(list(busy[0])) if busy[0] else None,
+        f"chat_with_{args.others}_others_speaking_ms_each": [round(x) for x in busy[0]],
         "runs": args.runs, "utterances": [w.stem for w in utterances],
         "raw": {"agent": agent, "chat": chat},
     }, indent=2))
