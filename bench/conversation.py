@@ -182,7 +182,13 @@ def by_source(utterances: list[Path], values: tuple[float, ...]) -> dict[str, fl
     return {source: median(group) for source, group in groups.items()}
 
 
-def median(values: list[float]) -> float:
+def breakdown(c: list[tuple[float, ...]]) -> dict[str, float]:
+    """Medians of chat_reply's steps, over its results transposed."""
+    return {"silence_before_turn_ended": median(c[2]), "recognition_after_it": median(c[3]),
+            "transcript_to_speak_started_excl_llm": median(c[4]), "speak_started_to_heard": median(c[5])}
+
+
+def median(values) -> float:
     return round(statistics.median(values), 1)
 
 
@@ -205,31 +211,33 @@ async def main() -> None:
     llm = FakeLLM("The capital of France is Paris. It is famous for the Eiffel Tower.")
     await llm.start()
     try:
-        with ServerProcess(env={"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench"}) as proc:
+        env = {"AVATAR_LLM_BASE_URL": llm.url, "AVATAR_LLM_MODEL": "bench",
+               "AVATAR_MAX_SESSIONS": str(args.others + 1)}  # room for the others (2 cores admit 2)
+        with ServerProcess(env=env) as proc:
             chat = [await chat_reply(proc.url, wav, llm) for wav in utterances]  # the first: a fresh server's
             agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
             loaded = utterances[:: max(1, len(utterances) // args.loaded)][: args.loaded] if args.loaded else []
-            busy = list(zip(*await with_others_speaking(proc.url, args.others, loaded, llm))) if loaded else [[]]
+            busy = await with_others_speaking(proc.url, args.others, loaded, llm) if loaded else []
     finally:
         await llm.stop()
     a = list(zip(*agent))
     c = list(zip(*chat))
+    b = list(zip(*busy))
     print(json.dumps({
         "agent_first_chunk_to_speak_started_ms": median(a[0]), "baseline_ws_round_trip_ms": median(a[1]),
         "interrupt_to_client_silence_ms": median(a[2]), "baseline_speak_started_to_client_sound_ms": median(a[3]),
         "chat_end_of_speech_to_first_audio_ms_excl_llm": median(c[0]),
         "baseline_speak_post_to_first_audio_ms": median(c[1]),
-        "chat_breakdown_ms": {"silence_before_turn_ended": median(c[2]), "recognition_after_it": median(c[3]),
-                              "transcript_to_speak_started_excl_llm": median(c[4]),
-                              "speak_started_to_heard": median(c[5])},
+        "chat_breakdown_ms": breakdown(c),
         "chat_turn_ends_too_soon": sum(c[6]),
         "chat_end_of_speech_to_first_audio_ms_each": [round(x) for x in c[0]],
         "chat_median_ms_by_source": by_source(utterances, c[0]),
         "chat_first_turn_of_a_fresh_server_ms": round(c[0][0]),
-        f"chat_with_{args.others}_others_speaking_ms": median(list(busy[0])) if busy[0] else None,
-        f"chat_with_{args.others}_others_speaking_ms_each": [round(x) for x in busy[0]],
-        "runs": args.runs, "utterances": [w.stem for w in utterances],
-        "raw": {"agent": agent, "chat": chat},
+        f"chat_with_{args.others}_others_speaking_ms": median(b[0]) if b else None,
+        f"chat_with_{args.others}_others_speaking_breakdown_ms": breakdown(b) if b else None,
+        f"speak_post_to_first_audio_with_{args.others}_others_speaking_ms": median(b[1]) if b else None,
+        "runs": args.runs, "utterances": [w.stem for w in utterances], "loaded": [w.stem for w in loaded],
+        "raw": {"agent": agent, "chat": chat, "busy": busy},
     }, indent=2))
 
 

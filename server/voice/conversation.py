@@ -114,8 +114,12 @@ class Conversation:
             if detector.silence_ms >= self.vad.pause_ms:
                 self._recognise_early()
             return
-        complete = is_complete(early.result())
-        detector.hangover_ms = self.vad.complete_end_ms if complete else self.vad.incomplete_hangover_ms
+        if not is_complete(early.result()):
+            detector.hangover_ms = self.vad.incomplete_hangover_ms
+        elif voiced < self.vad.sentence_frames:  # too little voice to trust a sentence in it
+            detector.hangover_ms = self.vad.hangover_ms
+        else:
+            detector.hangover_ms = self.vad.complete_end_ms
         if detector.silence_ms >= detector.hangover_ms:
             self._end_turn(detector.end_now())
 
