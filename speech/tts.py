@@ -31,6 +31,9 @@ WARM_UP = ("Ready.", "The voice is loaded and ready to speak, and this sentence 
 memory back and grows with the longest sentence it has read (184 MB after a short one, 430-450 MB
 after one of sentences.MAX_SENTENCE characters, flat over 40 more): warmed up on one that long, its size
 is its working size from the start."""
+LEAD_IN_LEVEL, LEAD_IN_KEPT = 200, SAMPLE_RATE // 100
+"""piper starts every sentence with 40-60 ms of near-silence, which a reply's first sound
+waits through: it is cut to 10 ms before the first sample above -44 dBFS."""
 SCRATCH_PREFIX = "avatar-tts-"
 RECYCLE_FACTOR = 1.5
 """Over hours piper still steps up by ~10 MB now and then (its ONNX runtime). Once it holds this
@@ -74,6 +77,12 @@ def _read_wav(path: Path) -> np.ndarray:
     g = np.gcd(SAMPLE_RATE, rate)
     out = resample_poly(pcm.astype(np.float32), SAMPLE_RATE // g, rate // g)
     return np.clip(out, -32768, 32767).astype(np.int16)
+
+
+def without_lead_in(pcm: np.ndarray) -> np.ndarray:
+    """The sentence from LEAD_IN_KEPT before its first sound (all of it when it has none)."""
+    loud = np.flatnonzero(np.abs(pcm) > LEAD_IN_LEVEL)
+    return pcm[max(0, loud[0] - LEAD_IN_KEPT):] if len(loud) else pcm
 
 
 def _lower_priority() -> None:
@@ -181,7 +190,7 @@ class PiperTts:
             if not exchange.cancel():
                 exchange.add_done_callback(_discard_wav)
             raise
-        return await asyncio.to_thread(_read_wav, path)
+        return without_lead_in(await asyncio.to_thread(_read_wav, path))
 
     def _next(self) -> tuple[str, asyncio.Future] | None:
         """The next live request, taking owners in turn."""

@@ -3,6 +3,7 @@
 import asyncio
 import os
 
+import numpy as np
 import pytest
 
 from speech.sentences import split_sentences
@@ -29,6 +30,7 @@ async def test_cancelled_sentence_does_not_leak_into_the_next():
         again = await tts.synthesize("Yes.")
         assert abs(len(again) - len(short)) < 0.25 * len(short)  # not the long sentence's audio
         assert len(short) / 48000 < 1.5
+        assert np.flatnonzero(np.abs(short) > 200)[0] <= 480, "the sentence's first sound waits behind silence"
     finally:
         await tts.close()
 
