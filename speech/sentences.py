@@ -46,6 +46,9 @@ read, and piper reads at about 75 ms per second of speech plus 100 ms a call on 
 PHRASE_STARTS = frozenset({"and", "but", "or", "so", "because", "that", "which", "who", "when", "where", "while",
                            "if", "to", "about", "of", "in", "on", "for", "with", "from", "as", "than"})
 """Words a phrase begins with: a long first clause is cut before one of them where it can."""
+LEANS_ON = frozenset({"a", "an", "the", "my", "your", "his", "her", "its", "our", "their", "this", "is", "are",
+                      "was", "were", "not", "very"})
+"""Words that lean on the next: a first piece never ends on one of them (or on a phrase start)."""
 
 
 async def sentences_of(tokens: AsyncIterator[str]) -> AsyncIterator[str]:
@@ -90,10 +93,13 @@ def _first_piece(buffer: str) -> str:
 
 def _first_phrase(buffer: str) -> str:
     """The first words of a clause too long to wait for (FIRST_PIECE_WORDS): up to the
-    first phrase start among its 6th to 9th words (else its 5th), or its first 6 words."""
+    first phrase start among its 6th to 9th words (else its 5th), or its first 6 words;
+    either way, not ending on a word that leans on the next ("of", "the", "is")."""
     words = buffer.split()
     if len(words) < FIRST_PIECE_WORDS + 2:  # the word after the cut must be complete
         return ""
-    starts = [i for i in (5, 6, 7, 8, 4) if words[i].lower().strip("\"'(") in PHRASE_STARTS]
-    count = starts[0] if starts else 6
+    plain = [w.lower().strip("\"'(,") for w in words]
+    ends_well = [i for i in (5, 6, 7, 8, 4) if plain[i - 1] not in PHRASE_STARTS | LEANS_ON]
+    starts = [i for i in ends_well if plain[i] in PHRASE_STARTS]
+    count = starts[0] if starts else next((i for i in (6, 7, 5, 8) if i in ends_well), 6)
     return re.match(rf"(?:\S+\s+){{{count}}}", buffer).group(0).rstrip()  # type: ignore[union-attr]

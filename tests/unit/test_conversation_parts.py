@@ -75,6 +75,8 @@ async def test_a_long_first_clause_is_cut_before_a_phrase_so_it_is_read_sooner()
     no_phrase = "Seven large grey elephants slowly walked home yesterday evening together."
     assert [s async for s in sentences_of(_stream([no_phrase]))] == [
         "Seven large grey elephants slowly walked", "home yesterday evening together."]
+    dangling = "Here is a reply of about the same length as the one before it."
+    assert [s async for s in sentences_of(_stream([dangling]))][0] == "Here is a reply", "not on 'of' or 'about'"
     eight = "The capital of France is very old indeed, I think."
     assert [s async for s in sentences_of(_stream([eight]))][0] == "The capital of France is very old indeed,"
 
