@@ -69,7 +69,7 @@ class Server:
         encoder.install()
         await asyncio.gather(self.engine.start(), self.tts.start())
         if self.llm.configured:  # chat can be asked for: Whisper loads now, not during the first question
-            self._asr_warm = asyncio.create_task(self.asr.warm())
+            self._warm_asr()
 
     async def shutdown(self, app: web.Application) -> None:
         await asyncio.gather(*(s.close() for s in list(self.sessions.values())), return_exceptions=True)
@@ -156,10 +156,14 @@ class Server:
         hooks = SessionHooks(self.metrics.ttff.observe, self.metrics.interrupts.inc, self._forget)
         session = Session(session_id, peer_connection(self.config), open_engine, self.tts, config, client, hooks,
                           chat=(self.asr, self.llm))
-        if mode == "chat" and self._asr_warm is None:  # load Whisper while the user says hello
-            self._asr_warm = asyncio.create_task(self.asr.warm())
+        if mode == "chat":  # without an LLM configured it loads only now, while the user says hello
+            self._warm_asr()
         session.start()  # render the first frames while ICE and DTLS run
         return session
+
+    def _warm_asr(self) -> None:
+        if self._asr_warm is None:
+            self._asr_warm = asyncio.create_task(self.asr.warm())
 
     def _forget(self, session: Session) -> None:
         self.sessions.pop(session.id, None)

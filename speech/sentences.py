@@ -41,14 +41,18 @@ first sentence's end even before the next token shows the space after it."""
 ABBREVIATIONS = frozenset({"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "etc.", "e.g.", "i.e.", "no."})
 FIRST_PIECE_WORDS = 8
 """A first clause longer than this is cut: the reply is heard only once its first piece is
-read, and piper reads at about 75 ms per second of speech plus 100 ms a call on 2 cores
-(15 words: 430 ms; their first 6: 200 ms). The cut costs a phrase break mid-sentence."""
+read, and piper's time grows with its length (2 cores, quiet: 104 ms for 9 words, 57 for
+their first 5; busy: 430 ms for 15 words, 200 for their first 6). The cut costs a phrase
+break mid-sentence."""
 PHRASE_STARTS = frozenset({"and", "but", "or", "so", "because", "that", "which", "who", "when", "where", "while",
                            "if", "to", "about", "of", "in", "on", "for", "with", "from", "as", "than"})
 """Words a phrase begins with: a long first clause is cut before one of them where it can."""
-LEANS_ON = frozenset({"a", "an", "the", "my", "your", "his", "her", "its", "our", "their", "this", "is", "are",
-                      "was", "were", "not", "very"})
-"""Words that lean on the next: a first piece never ends on one of them (or on a phrase start)."""
+NEEDS_MORE = frozenset("""
+a an the and but or nor because if than my your his her our their its to of very um uh er erm hmm
+""".split())
+"""Words no sentence ends on ("it", "you", "that" do: "check it"); server/voice/turns.py decides on them."""
+NO_PIECE_END = NEEDS_MORE | PHRASE_STARTS | {"this", "is", "are", "was", "were", "not"}
+"""Nor does a first piece end on these: they lean on the next word."""
 
 
 async def sentences_of(tokens: AsyncIterator[str]) -> AsyncIterator[str]:
@@ -99,7 +103,7 @@ def _first_phrase(buffer: str) -> str:
     if len(words) < FIRST_PIECE_WORDS + 2:  # the word after the cut must be complete
         return ""
     plain = [w.lower().strip("\"'(,") for w in words]
-    ends_well = [i for i in (5, 6, 7, 8, 4) if plain[i - 1] not in PHRASE_STARTS | LEANS_ON]
+    ends_well = [i for i in (5, 6, 7, 8, 4) if plain[i - 1] not in NO_PIECE_END]
     starts = [i for i in ends_well if plain[i] in PHRASE_STARTS]
     count = starts[0] if starts else next((i for i in (6, 7, 5, 8) if i in ends_well), 6)
     return re.match(rf"(?:\S+\s+){{{count}}}", buffer).group(0).rstrip()  # type: ignore[union-attr]

@@ -73,15 +73,15 @@ def _read_wav(path: Path) -> np.ndarray:
         pcm = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
     path.unlink(missing_ok=True)
     if rate == SAMPLE_RATE or len(pcm) == 0:
-        return pcm.copy()
+        return without_lead_in(pcm.copy())
     g = np.gcd(SAMPLE_RATE, rate)
     out = resample_poly(pcm.astype(np.float32), SAMPLE_RATE // g, rate // g)
-    return np.clip(out, -32768, 32767).astype(np.int16)
+    return without_lead_in(np.clip(out, -32768, 32767).astype(np.int16))
 
 
 def without_lead_in(pcm: np.ndarray) -> np.ndarray:
     """The sentence from LEAD_IN_KEPT before its first sound (all of it when it has none)."""
-    loud = np.flatnonzero(np.abs(pcm) > LEAD_IN_LEVEL)
+    loud = np.flatnonzero((pcm > LEAD_IN_LEVEL) | (pcm < -LEAD_IN_LEVEL))  # np.abs(-32768) is -32768
     return pcm[max(0, loud[0] - LEAD_IN_KEPT):] if len(loud) else pcm
 
 
@@ -190,7 +190,7 @@ class PiperTts:
             if not exchange.cancel():
                 exchange.add_done_callback(_discard_wav)
             raise
-        return without_lead_in(await asyncio.to_thread(_read_wav, path))
+        return await asyncio.to_thread(_read_wav, path)
 
     def _next(self) -> tuple[str, asyncio.Future] | None:
         """The next live request, taking owners in turn."""

@@ -18,8 +18,7 @@ class WhepViewer:
         """`pictures`: keep every fifth picture as RGB (a benchmark's many players need not)."""
         self.base_url, self.path, self.pictures = base_url.rstrip("/"), path, pictures
         self.pc = RTCPeerConnection()
-        self.frames = 0
-        self.video = FrameLog()
+        self.video = FrameLog()  # every video frame received, with its media time
         self.audio_frames = 0
         self.last: np.ndarray | None = None  # the latest picture, RGB
         self.location = ""
@@ -43,7 +42,6 @@ class WhepViewer:
             while True:
                 frame = await track.recv()
                 if track.kind == "video":
-                    self.frames += 1
                     self.video.add(frame)
                     if self.pictures and self.frames % 5 == 0:
                         self.last = frame.to_ndarray(format="rgb24")
@@ -51,6 +49,10 @@ class WhepViewer:
                     self.audio_frames += 1
         except MediaStreamError:
             pass
+
+    @property
+    def frames(self) -> int:
+        return self.video.count
 
     async def fps(self, seconds: float) -> float:
         """Frames per second of media time over what arrived in about `seconds` (testkit/frames.py);

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 
-NEEDS_MORE = frozenset("""
-a an the and but or nor because if than my your his her our their its to of very um uh er erm hmm
-""".split())  # words no sentence ends on ("it", "you", "that" do: "check it")
+from speech.sentences import NEEDS_MORE
+
 ASKED_AFTER = frozenset("at by in on with for from into about like".split())  # end "where from?", not "set blue in."
 
 
