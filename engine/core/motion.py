@@ -31,6 +31,7 @@ MOUTH = ("jaw_open", "lip_width", "lip_round", "upper_lip", "lower_lip", "smile"
 MOUTH_INDEX = [INDEX[name] for name in MOUTH]
 LOW = np.array([lo for lo, _ in RANGES.values()], np.float32)
 HIGH = np.array([hi for _, hi in RANGES.values()], np.float32)
+SHUT = 0.1  # jaw_open at or below which the lips are shut
 
 
 def zeros(frames: int) -> np.ndarray:

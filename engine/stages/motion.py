@@ -62,7 +62,7 @@ class SamplerConfig:
 JAW = motion.INDEX["jaw_open"]
 PARTING = [JAW, motion.INDEX["upper_lip"]]
 LOWER = motion.INDEX["lower_lip"]
-SHUT = 0.1  # jaw_open at or below which the lips are shut
+SHUT = motion.SHUT
 
 
 @dataclass

@@ -13,10 +13,9 @@ import skimage.data
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 from testkit.install import pack_client
 from tests.browser.conftest import ARTIFACTS, video_delay_ms, video_frame, wait_playing
-from tests.mouth import dark_pixels
+from tests.mouth import OPEN, dark_pixels
 
 pytestmark = pytest.mark.browser
-OPEN = 150
 SETTLE_S = 0.8  # interrupt -> a shut mouth at the server: about 0.2 s (the lead, the motion's settling)
 
 

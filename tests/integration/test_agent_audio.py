@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from avatar_client import AgentClient, AvatarViewer
-from tests.integration.test_session import OPEN, rms
-from tests.mouth import dark_pixels
+from tests.integration.test_session import rms
+from tests.mouth import OPEN, OPEN_SHARE, dark_pixels
 
 pytestmark = pytest.mark.integration
 CHUNK_MS = 40
@@ -66,7 +66,7 @@ async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm1
         shift = time.monotonic() - time.time()
         frames = [rgb for t, rgb in viewer.received.video if t >= started["t"] + shift]
         counts = [dark_pixels(f) for f in frames]
-        assert sum(c > OPEN for c in counts) > 0.3 * len(counts), "the mouth did not follow the pushed speech"
+        assert sum(c > OPEN for c in counts) > OPEN_SHARE * len(counts), "the mouth did not follow the pushed speech"
         await pusher
         await voice.end()
         ended = await viewer.wait_event("speak_ended", 10)

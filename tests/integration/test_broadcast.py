@@ -18,8 +18,7 @@ from avatar_client import AvatarViewer
 from testkit.frames import FrameLog
 from testkit.rtmp import NginxRtmp
 from testkit.server import ServerProcess
-from tests.integration.test_session import OPEN
-from tests.mouth import dark_pixels
+from tests.mouth import OPEN, OPEN_SHARE, dark_pixels
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +116,7 @@ async def test_a_speaking_session_is_published_to_rtmp_and_plays_back(server):
     speaking = [mouth for t, _, mouth in played.video if loudness(played, t) > 1000]
     silent = [mouth for t, _, mouth in played.video if loudness(played, t) < 30]
     assert len(speaking) > 25 and len(silent) > 25, (len(speaking), len(silent))
-    assert np.mean([m > OPEN for m in speaking]) > 0.3 > np.mean([m > OPEN for m in silent]), \
+    assert np.mean([m > OPEN for m in speaking]) > OPEN_SHARE > np.mean([m > OPEN for m in silent]), \
         "the broadcast mouth does not move with the broadcast sound"
     assert not any(e["type"] == "broadcast_error" for e in events), events
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from testkit.server import ARTIFACTS, ROOT, SHARED_DATA
-from tests.mouth import dark_pixels
+from tests.mouth import OPEN, OPEN_SHARE, dark_pixels
 
 pytestmark = pytest.mark.integration
 
@@ -57,8 +57,8 @@ def test_the_video_talks(jfk_mp4):
     with av.open(str(jfk_mp4)) as c:
         counts = [dark_pixels(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
     assert len(counts) == 276
-    assert sum(c < 150 for c in counts) > 10, "the mouth never closes (pauses, p/b/m)"
-    assert sum(c > 150 for c in counts) > 0.3 * len(counts), "the mouth hardly opens"
+    assert sum(c < OPEN for c in counts) > 10, "the mouth never closes (pauses, p/b/m)"
+    assert sum(c > OPEN for c in counts) > OPEN_SHARE * len(counts), "the mouth hardly opens"
 
 
 @pytest.mark.parametrize("name,content", [

@@ -114,6 +114,7 @@ class PortraitRenderer:
     def _face(self, coeffs: np.ndarray) -> np.ndarray:
         """The portrait with the face warped and the mouth interior painted, head not yet moved."""
         frame = self.image.copy()
+        coeffs = self.rig.as_drawn(coeffs)
         disp = self.rig.displacement(coeffs)
         self._warp_face(frame, disp)
         jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[self.rig.index[14]]

@@ -33,6 +33,7 @@ ANCHORS = [10, 151, 9, 8, 168, 6, 197, 195, 5, 4, 1, 2, 98, 327, 50, 280, 101, 3
 LIPS = sorted(set(UPPER_INNER + LOWER_INNER + UPPER_OUTER + LOWER_OUTER))
 EYES = EYE_R_UPPER + EYE_R_LOWER + EYE_L_UPPER + EYE_L_LOWER + EYE_CORNERS
 CREASES = [i for ring in EYE_R_CREASE + EYE_L_CREASE for i in ring]
+JAW_OPEN = motion.INDEX["jaw_open"]
 CONTROL = sorted(set(LIPS + EYES + CREASES + BROWS + JAW + ANCHORS))
 
 JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths: the unit of jaw_open, in
@@ -40,6 +41,13 @@ JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths: the unit 
 DRAWN = 0.84  # a portrait draws this share of it. With real inner mouths (mouth_interior.py)
 # mediapipe reads the same lips as parted further than over the old dark slot: at 1.0 the spread
 # was 1.43x real people's (training/motion/judge.py); at 0.84, 1.31x
+DRAWN_JAW = 0.75  # a portrait draws jaw_open's rise beyond motion.SHUT at this scale, and shut lips
+# at or below it (where the motion stage keeps lips shut). Drawn from 0 at full scale, the shut
+# range already parted the lips (mediapipe: 0.081 eye distances at jaw 0.1 against 0.044 at 0),
+# so every quiet syllable showed a slit and the spread was 1.31x real people's, the peaks 1.37x
+# (training/motion/judge.py, four held-out speakers). Drawn from SHUT at 0.75: correlation with
+# the real mouth 0.482 -> 0.523, spread 0.88x, peaks 1.11x, the other GRID speakers' peaks 2.42x
+# -> 1.95x (at 1.0: 0.525, 1.07x, 1.22x, 2.21x).
 RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / this
 CORNER_SAG = 0.4  # the lower lip near the corners drops this much less than at the middle
 CLOSE_OVERLAP = 0.6  # each inner lip travels this share of the gap: they overlap a little, so
@@ -100,13 +108,19 @@ class FaceRig:
         self.bases[motion.INDEX["blink_l"]] = self._blink(EYE_L_UPPER, EYE_L_LOWER, EYE_L_CREASE)
         self.bases[motion.INDEX["brow"]] = self._brow()
 
+    def as_drawn(self, coeffs: np.ndarray) -> np.ndarray:
+        """The coefficients as this portrait draws them: the jaw from SHUT, at DRAWN_JAW."""
+        out = coeffs.copy()
+        out[JAW_OPEN] = max(float(coeffs[JAW_OPEN]) - motion.SHUT, 0.0) * DRAWN_JAW
+        return out
+
     def displacement(self, coeffs: np.ndarray) -> np.ndarray:
         """Control-point displacements (C, 2) for one motion frame.
 
         The closure fades as the jaw opens: a speaking mouth shows the upper teeth
         the way the reference shows them, rather than keeping them under the lip.
         """
-        release = min(1.0, max(0.0, float(coeffs[motion.INDEX["jaw_open"]]) * RELEASE_RATE))
+        release = min(1.0, max(0.0, float(coeffs[JAW_OPEN]) * RELEASE_RATE))
         return self.closure * (1 - release) + np.tensordot(coeffs, self.bases, axes=1)
 
     # --- bases -----------------------------------------------------------------
