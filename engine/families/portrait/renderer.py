@@ -43,8 +43,13 @@ class PortraitRenderer:
         self.face_box = _box(portrait.landmarks, 0.18, self.size, GRID_STEP)
         border = self._box_border(self.face_box)
         centres = np.vstack([self.rig.points, border])
-        self._border_count = len(border)
         self.tps = TpsGrid(centres, self.face_box, GRID_STEP)
+        # The field is linear in the rig's terms: one field per term that moves anything, so a
+        # frame sums a dozen fields instead of interpolating ~250 control points onto the grid
+        terms = self.rig.terms
+        self._moving = np.flatnonzero(np.abs(terms).reshape(len(terms), -1).max(1) > 0)
+        border_values = np.zeros((len(border), 2), np.float32)
+        self._fields = np.stack([self.tps.field(np.vstack([terms[i], border_values])) for i in self._moving])
         f = self.rig.frame
         mouth_pts = np.array([f.mouth_center - 0.9 * f.mouth_width, f.mouth_center + 0.9 * f.mouth_width])
         self.mouth_box = _box(mouth_pts, 0.0, self.size, 1)
@@ -53,10 +58,10 @@ class PortraitRenderer:
         low = self.size // HEAD_MAP_DIV  # the head field is smooth: sum it small, then upsample
         self._head_index = [motion.INDEX[k] for k in bases]
         self._head = np.stack([cv2.resize(b, (low, low), interpolation=cv2.INTER_AREA) for b in bases.values()])
-        ident = np.mgrid[0 : self.size, 0 : self.size].astype(np.float32)
-        self._ident_x, self._ident_y = ident[1], ident[0]
-        half = np.mgrid[0 : self.size // 2, 0 : self.size // 2].astype(np.float32)
-        self._half_x, self._half_y = half[1], half[0]
+        # (x, y) of every pixel, one two-channel map: remap takes it whole, and the warp's map
+        # is one scaleAdd (two numpy subtractions on strided planes cost half the warp again)
+        self._ident = _pixel_grid(self.size)
+        self._half = _pixel_grid(self.size // 2)
 
     def _box_border(self, box: tuple[int, int, int, int]) -> np.ndarray:
         """Fixed points along the face box so the field fades to zero at its edges."""
@@ -103,43 +108,46 @@ class PortraitRenderer:
         yuv = cv2.cvtColor(self._face(coeffs), cv2.COLOR_RGB2YUV_I420)
         small = self._head_small(coeffs)
         out = np.empty_like(yuv)
-        out[:s] = self._warp(yuv[:s], cv2.resize(small, (s, s), interpolation=cv2.INTER_LINEAR),
-                             self._ident_x, self._ident_y)
-        d_half = cv2.resize(small, (h, h), interpolation=cv2.INTER_LINEAR) * 0.5
+        out[:s] = _remap(yuv[:s], cv2.scaleAdd(cv2.resize(small, (s, s), interpolation=cv2.INTER_LINEAR),
+                                               -1.0, self._ident))
+        half_map = cv2.scaleAdd(cv2.resize(small, (h, h), interpolation=cv2.INTER_LINEAR), -0.5, self._half)
         for first in (s, s + h // 2):  # U then V: each (h, h), stored as h / 2 rows of s
             plane = yuv[first:first + h // 2].reshape(h, h)
-            out[first:first + h // 2] = self._warp(plane, d_half, self._half_x, self._half_y).reshape(h // 2, s)
+            out[first:first + h // 2] = _remap(plane, half_map).reshape(h // 2, s)
         return out
 
     def _face(self, coeffs: np.ndarray) -> np.ndarray:
         """The portrait with the face warped and the mouth interior painted, head not yet moved."""
         frame = self.image.copy()
         coeffs = self.rig.as_drawn(coeffs)
-        disp = self.rig.displacement(coeffs)
-        self._warp_face(frame, disp)
+        weights = self.rig.weights(coeffs)
+        self._warp_face(frame, np.tensordot(weights[self._moving], self._fields, axes=1))
         jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[self.rig.index[14]]
-        composite(frame, self.rig, self.atlas, self.mouth_box, disp, jaw)
+        composite(frame, self.rig, self.atlas, self.mouth_box, np.tensordot(weights, self.rig.terms, axes=1), jaw)
         return frame
 
-    def _warp_face(self, frame: np.ndarray, disp: np.ndarray) -> None:
-        values = np.vstack([disp, np.zeros((self._border_count, 2), np.float32)])
-        forward = self.tps.field(values)
+    def _warp_face(self, frame: np.ndarray, forward: np.ndarray) -> None:
+        """Warp the face box by a forward displacement field on the TPS grid."""
         source = invert(forward, self.tps.grid, GRID_STEP)
         x0, y0, x1, y1 = self.face_box
         full = cv2.resize(source, (x1 - x0 + 1, y1 - y0 + 1), interpolation=cv2.INTER_LINEAR)
-        frame[y0 : y1 + 1, x0 : x1 + 1] = cv2.remap(
-            self.image, full[..., 0], full[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-        )
+        frame[y0 : y1 + 1, x0 : x1 + 1] = _remap(self.image, full)
 
     def _move_head(self, frame: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
         d = cv2.resize(self._head_small(coeffs), (self.size, self.size), interpolation=cv2.INTER_LINEAR)
-        return self._warp(frame, d, self._ident_x, self._ident_y)
+        return _remap(frame, cv2.scaleAdd(d, -1.0, self._ident))
 
     def _head_small(self, coeffs: np.ndarray) -> np.ndarray:
         """Head and breath displacement in full-frame pixels, at 1 / HEAD_MAP_DIV size."""
         return np.tensordot(coeffs[self._head_index].astype(np.float32), self._head, axes=1)
 
-    @staticmethod
-    def _warp(image: np.ndarray, d: np.ndarray, ident_x: np.ndarray, ident_y: np.ndarray) -> np.ndarray:
-        return cv2.remap(image, ident_x - d[..., 0], ident_y - d[..., 1], cv2.INTER_LINEAR,
-                         borderMode=cv2.BORDER_REPLICATE)
+
+def _pixel_grid(size: int) -> np.ndarray:
+    """(size, size, 2) float32: each pixel's own (x, y)."""
+    yx = np.mgrid[0:size, 0:size].astype(np.float32)
+    return np.ascontiguousarray(np.dstack([yx[1], yx[0]]))
+
+
+def _remap(image: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """`image` sampled at `source` (H, W, 2: x, y per output pixel)."""
+    return cv2.remap(image, source, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)

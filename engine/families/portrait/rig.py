@@ -107,6 +107,9 @@ class FaceRig:
         self.bases[motion.INDEX["blink_r"]] = self._blink(EYE_R_UPPER, EYE_R_LOWER, EYE_R_CREASE)
         self.bases[motion.INDEX["blink_l"]] = self._blink(EYE_L_UPPER, EYE_L_LOWER, EYE_L_CREASE)
         self.bases[motion.INDEX["brow"]] = self._brow()
+        # (1 + DIM, C, 2): the closure, then each coefficient's basis. A frame weighs them by
+        # `weights`, so whatever is linear in the displacement can be precomputed per term
+        self.terms = np.concatenate([self.closure[None], self.bases])
 
     def as_drawn(self, coeffs: np.ndarray) -> np.ndarray:
         """The coefficients as this portrait draws them: the jaw from SHUT, at DRAWN_JAW."""
@@ -114,14 +117,18 @@ class FaceRig:
         out[JAW_OPEN] = max(float(coeffs[JAW_OPEN]) - motion.SHUT, 0.0) * DRAWN_JAW
         return out
 
-    def displacement(self, coeffs: np.ndarray) -> np.ndarray:
-        """Control-point displacements (C, 2) for one motion frame.
+    def weights(self, coeffs: np.ndarray) -> np.ndarray:
+        """Each term's weight for one motion frame (drawn coefficients).
 
         The closure fades as the jaw opens: a speaking mouth shows the upper teeth
         the way the reference shows them, rather than keeping them under the lip.
         """
         release = min(1.0, max(0.0, float(coeffs[JAW_OPEN]) * RELEASE_RATE))
-        return self.closure * (1 - release) + np.tensordot(coeffs, self.bases, axes=1)
+        return np.concatenate([[1 - release], coeffs]).astype(np.float32)
+
+    def displacement(self, coeffs: np.ndarray) -> np.ndarray:
+        """Control-point displacements (C, 2) for one motion frame."""
+        return np.tensordot(self.weights(coeffs), self.terms, axes=1)
 
     # --- bases -----------------------------------------------------------------
     def _zeros(self) -> np.ndarray:
