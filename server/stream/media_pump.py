@@ -5,8 +5,10 @@ on the engine worker, and queues the frames with that very audio for the Playout
 motion model that listens ahead (`delay_frames`, its lookahead) returns the motion of
 frames that much earlier, so the audio passes through a delay line of as many frames first.
 Speech that starts while only idle frames are queued does not wait behind them: all but
-one chunk of them are dropped and its first chunk is rendered at once (40 ms sooner on
-average, 80 at most). Nor does it wait for the lookahead: the first frames of that chunk
+one frame of them are dropped and its first chunk is rendered at once. One frame covers the
+next tick while the speech renders (two chunks take about 45 ms here, less than a tick
+plus its phase): speech is heard at the second tick, not behind a whole chunk of idle frames
+(40 ms sooner). Nor does it wait for the lookahead: the first frames of that chunk
 would show the idle moments before the speech with their silence, so they are dropped too
 (`delay_frames`, 80 ms sooner). The picture skips that much idle motion; the mouth's lead
 into the first sound goes with it.
@@ -58,7 +60,7 @@ class MediaPump:
     async def _room(self) -> None:
         """Until a chunk fits within the lead, or speech starts (see the module docstring)."""
         while self.playout.buffered + self.chunk_frames > self.lead:
-            if self.speech.starting and self.playout.trim_silence(keep=self.chunk_frames):
+            if self.speech.starting and self.playout.trim_silence(keep=1):
                 continue
             self.playout.consumed.clear()
             self.speech.arrived.clear()
