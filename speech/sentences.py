@@ -39,11 +39,11 @@ FIRST_CLAUSE = re.compile(r"^(\W*\w+\W+\w+\W+\w+.*?(?:[,;:\u2014]\s|[,;:\u2014.!
 """The start of a reply up to its first clause's end (after three words at least), or its
 first sentence's end even before the next token shows the space after it."""
 ABBREVIATIONS = frozenset({"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "etc.", "e.g.", "i.e.", "no."})
-FIRST_PIECE_WORDS = 8
+FIRST_PIECE_WORDS = 6
 """A first clause longer than this is cut: the reply is heard only once its first piece is
-read, and piper's time grows with its length (2 cores, quiet: 104 ms for 9 words, 57 for
-their first 5; busy: 430 ms for 15 words, 200 for their first 6). The cut costs a phrase
-break mid-sentence."""
+read, and piper's time grows with its length (2 cores, quiet: 93 ms for 9 words, 50 for their
+first 4; with the session rendering beside it, as `POST /speak` runs: 150-167 ms for the 9).
+The cut costs a phrase break mid-sentence."""
 PHRASE_STARTS = frozenset({"and", "but", "or", "so", "because", "that", "which", "who", "when", "where", "while",
                            "if", "to", "about", "of", "in", "on", "for", "with", "from", "as", "than"})
 """Words a phrase begins with: a long first clause is cut before one of them where it can."""
@@ -97,13 +97,13 @@ def _first_piece(buffer: str) -> str:
 
 def _first_phrase(buffer: str) -> str:
     """The first words of a clause too long to wait for (FIRST_PIECE_WORDS): up to the
-    first phrase start among its 6th to 9th words (else its 5th), or its first 6 words;
+    first phrase start after its 4th, 5th, 3rd or 6th word, else its first 5 (4, 6, 3) words;
     either way, not ending on a word that leans on the next ("of", "the", "is")."""
     words = buffer.split()
     if len(words) < FIRST_PIECE_WORDS + 2:  # the word after the cut must be complete
         return ""
     plain = [w.lower().strip("\"'(,") for w in words]
-    ends_well = [i for i in (5, 6, 7, 8, 4) if plain[i - 1] not in NO_PIECE_END]
+    ends_well = [i for i in (4, 5, 3, 6) if plain[i - 1] not in NO_PIECE_END]
     starts = [i for i in ends_well if plain[i] in PHRASE_STARTS]
-    count = starts[0] if starts else next((i for i in (6, 7, 5, 8) if i in ends_well), 6)
+    count = starts[0] if starts else next((i for i in (5, 4, 6, 3) if i in ends_well), 5)
     return re.match(rf"(?:\S+\s+){{{count}}}", buffer).group(0).rstrip()  # type: ignore[union-attr]
