@@ -48,14 +48,21 @@ class RayHead:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        pids = cluster_processes(self.temp_dir)
-        signal_all(pids, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while pids and time.monotonic() < deadline:
+    def stop(self, grace_s: float = 10.0, kill_s: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL after `grace_s`, to every process of this cluster, found
+        again each round: a daemon may start a child while the others stop (one such was
+        left running after a single look)."""
+        started, termed = time.monotonic(), set[int]()
+        while pids := {pid for pid in cluster_processes(self.temp_dir) if alive(pid)}:
+            waited = time.monotonic() - started
+            if waited > grace_s + kill_s:
+                break
+            if waited < grace_s:
+                signal_all(pids - termed, signal.SIGTERM)
+                termed |= pids
+            else:
+                signal_all(pids, signal.SIGKILL)
             time.sleep(0.2)
-            pids = {pid for pid in pids if alive(pid)}
-        signal_all(pids, signal.SIGKILL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 

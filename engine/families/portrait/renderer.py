@@ -123,7 +123,7 @@ class PortraitRenderer:
         weights = self.rig.weights(coeffs)
         self._warp_face(frame, np.tensordot(weights[self._moving], self._fields, axes=1))
         jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[self.rig.index[14]]
-        composite(frame, self.rig, self.atlas, self.mouth_box, np.tensordot(weights, self.rig.terms, axes=1), jaw)
+        composite(frame, self.rig, self.atlas, self.mouth_box, self.rig.displacement(coeffs), jaw)
         return frame
 
     def _warp_face(self, frame: np.ndarray, forward: np.ndarray) -> None:
