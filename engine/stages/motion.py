@@ -48,7 +48,8 @@ class SamplerConfig:
     its size from one clearly articulating GRID speaker. At 0.55 the spread is 1.24x and the
     peaks 1.39x, correlation 0.496 against 0.512, and 81 % of open vowels still reach jaw 0.25
     (0.65: 1.16x, 1.48x, 86 %). The peaks stay high partly because mediapipe reads the default
-    portrait's shut mouth as slightly parted (0.052 eye distances; real: 0.01-0.04)."""
+    portrait's shut mouth as slightly parted (0.052 eye distances; real: 0.01-0.04). A portrait
+    now draws the jaw from SHUT at rig.DRAWN_JAW: spread 0.88x, peaks 1.11x (docs/motion.md)."""
     emphasis: EmphasisConfig = EmphasisConfig()
     """How far the jaw follows the voice's stress, on top of jaw_gain."""
     closure_gate: tuple[float, float] = (0.5, 0.7)
