@@ -76,3 +76,12 @@ def test_the_judge_runs_end_to_end_on_a_few_real_clips(tmp_path):
         assert -1 <= result[system]["corr"] <= result[system]["best_corr"] <= 1
     assert result["dit"]["corr"] > result["loudness"]["corr"], "the model follows real mouths better than loudness"
     assert result["dit"]["closures"] > 0 and result["dit"]["open_vowels"] > 0
+
+
+def test_whispers_digits_become_the_words_said_for_the_aligner():
+    from training.motion.real_eval import spoken_number
+
+    assert [spoken_number(20, ordinal=True), spoken_number(50), spoken_number(11)] == ["twentieth", "fifty", "eleven"]
+    assert [spoken_number(21, ordinal=True), spoken_number(3, ordinal=True), spoken_number(12, ordinal=True)] == [
+        "twenty first", "third", "twelfth"]
+    assert spoken_number(342) == "three hundred forty two" and spoken_number(2010) == "two thousand ten"

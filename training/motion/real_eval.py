@@ -87,8 +87,36 @@ def recognise(pcm48: np.ndarray) -> str | None:
     model = _whisper()
     audio = pcm48[: len(pcm48) // 3 * 3].reshape(-1, 3).mean(1).astype(np.float32) / 32768
     segments, _ = model.transcribe(audio, language="en", beam_size=1, condition_on_previous_text=False)
-    words = re.sub(r"[^a-z' ]", " ", " ".join(s.text for s in segments).lower()).split()
+    said = re.sub(r"(\d+)(st|nd|rd|th)?", lambda m: spoken_number(int(m.group(1)), bool(m.group(2))),
+                  " ".join(s.text for s in segments).replace(",", "").lower())
+    words = re.sub(r"[^a-z' ]", " ", said).split()
     return " ".join(words) or None
+
+
+ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen").split()
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+ORDINAL = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
+           "nine": "ninth", "twelve": "twelfth"}
+
+
+def spoken_number(n: int, ordinal: bool = False) -> str:
+    """Whisper writes "20th" and "50"; the aligner needs the words said ("twentieth", "fifty")."""
+    if n >= 1_000_000:
+        return str(n)  # left as digits: the clip is then dropped from the phone tallies, not misaligned
+    if n >= 1000:
+        words = f"{spoken_number(n // 1000)} thousand" + (f" {spoken_number(n % 1000)}" if n % 1000 else "")
+    elif n >= 100:
+        words = f"{ONES[n // 100]} hundred" + (f" {spoken_number(n % 100)}" if n % 100 else "")
+    elif n >= 20:
+        words = TENS[n // 10] + (f" {ONES[n % 10]}" if n % 10 else "")
+    else:
+        words = ONES[n]
+    if not ordinal:
+        return words
+    *head, last = words.split()
+    last = ORDINAL.get(last) or (last[:-1] + "ieth" if last.endswith("y") else last + "th")
+    return " ".join([*head, last])
 
 
 def loudness_mouth(pcm: np.ndarray, frames: int) -> np.ndarray:
