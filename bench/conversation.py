@@ -27,6 +27,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -188,7 +189,7 @@ def breakdown(c: list[tuple[float, ...]]) -> dict[str, float]:
             "transcript_to_speak_started_excl_llm": median(c[4]), "speak_started_to_heard": median(c[5])}
 
 
-def median(values) -> float:
+def median(values: Sequence[float]) -> float:
     return round(statistics.median(values), 1)
 
 

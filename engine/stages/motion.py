@@ -63,7 +63,6 @@ class SamplerConfig:
 JAW = motion.INDEX["jaw_open"]
 PARTING = [JAW, motion.INDEX["upper_lip"]]
 LOWER = motion.INDEX["lower_lip"]
-SHUT = motion.SHUT
 
 
 @dataclass
@@ -121,7 +120,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
         jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
         scale = self.jaw_gain * np.concatenate(gain)
-        jaw = np.minimum(np.where(jaw > SHUT, SHUT + (jaw - SHUT) * scale, jaw), self.high[JAW])
+        jaw = np.minimum(np.where(jaw > motion.SHUT, motion.SHUT + (jaw - motion.SHUT) * scale, jaw), self.high[JAW])
         coeffs[:, JAW] = jaw
         open_ = 1 - np.concatenate(shut)[:, None]  # the lips meet: no opening, raise or drop is left
         coeffs[:, PARTING] *= open_

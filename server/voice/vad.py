@@ -34,10 +34,10 @@ class VadConfig:
     complete_end_ms: int = 160
     """Silence that ends a turn whose words so far are a complete sentence."""
     incomplete_hangover_ms: int = 1200
+    """Silence that ends a turn whose words stop mid-sentence or trail off ("and", "the", "um", a comma)."""
     sentence_frames: int = 10
     """Voiced frames (200 ms) a turn needs before a whole sentence in its words ends it at
     `complete_end_ms`: in less, Whisper hears "Thanks." in a breath (a read address, 6 frames)."""
-    """Silence that ends a turn whose words stop mid-sentence or trail off ("and", "the", "um", a comma)."""
     lead_in_ms: int = 200
     """Audio kept from before the onset, so the first syllable reaches the recogniser."""
     max_turn_s: float = 30.0

@@ -12,7 +12,7 @@ from engine.families.motion.dit import WEIGHTS, MotionDiT
 from engine.families.motion.emphasis import Emphasis, EmphasisConfig, frame_levels
 from engine.families.motion.speech_features import feature_module
 from engine.stages.context import ContextStage
-from engine.stages.motion import SHUT, MotionStage, SamplerConfig
+from engine.stages.motion import MotionStage, SamplerConfig
 from tests.unit.test_motion_model import run
 
 CONFIG = EmphasisConfig()
@@ -60,6 +60,6 @@ def test_the_same_words_said_quietly_after_loudly_open_the_mouth_less(jfk_pcm48)
     for weight in (0.0, CONFIG.weight):
         sampler = SamplerConfig(emphasis=replace(CONFIG, weight=weight))
         stages = [ContextStage(feature_module(model.config.audio_dim)), MotionStage(model, sampler)]
-        opening = np.clip(run(stages, pcm)[:, motion.INDEX["jaw_open"]] - SHUT, 0, None)
+        opening = np.clip(run(stages, pcm)[:, motion.INDEX["jaw_open"]] - motion.SHUT, 0, None)
         ratios[weight] = np.percentile(opening[half:], 95) / np.percentile(opening[:half], 95)
     assert ratios[CONFIG.weight] < 0.9 * ratios[0.0], ratios

@@ -44,13 +44,12 @@ from engine.families.motion.delay import motion_delay_frames  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.motion.emphasis import frame_levels  # noqa: E402
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS  # noqa: E402
-from engine.stages.motion import SHUT  # noqa: E402
 
 from .visemes import OPEN_VOWELS, Segment, frames_of, from_arpabet, merge, mouth_curves  # noqa: E402
 
 JFK = Path(__file__).resolve().parents[3] / "shared" / "data" / "jfk.flac"
 JFK_TEXT = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
-CLOSED, OPEN = SHUT, 0.25
+CLOSED, OPEN = motion.SHUT, 0.25
 JAW = motion.INDEX["jaw_open"]
 CHUNK = 2
 

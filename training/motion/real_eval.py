@@ -103,7 +103,8 @@ ORDINAL = {"one": "first", "two": "second", "three": "third", "five": "fifth", "
 def spoken_number(n: int, ordinal: bool = False) -> str:
     """Whisper writes "20th" and "50"; the aligner needs the words said ("twentieth", "fifty")."""
     if n >= 1_000_000:
-        return str(n)  # left as digits: the clip is then dropped from the phone tallies, not misaligned
+        return str(n)  # stripped with the other non-letters: the aligner then fails, and the clip
+        # is left out of the phone tallies rather than aligned to the wrong words
     if n >= 1000:
         words = f"{spoken_number(n // 1000)} thousand" + (f" {spoken_number(n % 1000)}" if n % 1000 else "")
     elif n >= 100:
