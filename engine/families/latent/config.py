@@ -1,0 +1,80 @@
+"""The latent family's model sizes: SoulX-FlashHead 1.3B (Pro) at full size, and a tiny one for CPU tests.
+
+Field names follow the checkpoint's `config.json` (diffusers style), so a downloaded model folder
+configures the DiT it holds; the audio-adapter sizes are fixed in the official code and appear
+here so that a reduced model can shrink them too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TypeVar
+
+C = TypeVar("C")
+
+
+def folder_config(cls: type[C], folder: Path) -> C:
+    """The config.json in a model folder (diffusers or transformers style), keeping the fields
+    `cls` has; the defaults (the published sizes) when the folder has none."""
+    path = folder / "config.json"
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
+
+
+@dataclass(frozen=True)
+class DitConfig:
+    dim: int = 1536
+    in_dim: int = 32
+    """The noisy latents (16 channels) and the reference image's latents (16), side by side."""
+    ffn_dim: int = 8960
+    out_dim: int = 16
+    text_dim: int = 4096
+    """Wan2.1's text embedding survives in the checkpoint; this model conditions on audio only."""
+    freq_dim: int = 256
+    eps: float = 1e-6
+    vae_stride: tuple[int, int, int] = (4, 8, 8)
+    patch_size: tuple[int, int, int] = (1, 2, 2)
+    num_heads: int = 12
+    num_layers: int = 30
+    audio_window: int = 5
+    """Video frames of wav2vec2 features around each frame (2 before, 2 after)."""
+    audio_layers: int = 12
+    """wav2vec2's hidden states, all stacked."""
+    audio_dim: int = 768
+    audio_hidden: int = 512
+    audio_tokens: int = 32
+    """Context tokens per latent frame that its video patches cross-attend to."""
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.num_heads
+
+
+
+TINY_DIT = DitConfig(dim=48, in_dim=8, ffn_dim=96, out_dim=4, text_dim=16, freq_dim=32, num_heads=2,
+                     num_layers=2, audio_layers=2, audio_dim=16, audio_hidden=24, audio_tokens=4)
+"""head_dim 24 splits evenly into the rotary embedding's three axes (8 + 8 + 8)."""
+
+
+@dataclass(frozen=True)
+class AudioEncoderConfig:
+    """wav2vec2-base (facebook/wav2vec2-base-960h): conv feature encoder, then a post-norm transformer."""
+
+    conv_dim: tuple[int, ...] = (512,) * 7
+    conv_kernel: tuple[int, ...] = (10, 3, 3, 3, 3, 2, 2)
+    conv_stride: tuple[int, ...] = (5, 2, 2, 2, 2, 2, 2)
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    num_conv_pos_embeddings: int = 128
+    num_conv_pos_embedding_groups: int = 16
+    layer_norm_eps: float = 1e-5
+
+
+TINY_AUDIO = AudioEncoderConfig(conv_dim=(8, 8, 8), conv_kernel=(10, 3, 2), conv_stride=(5, 2, 2), hidden_size=16,
+                                num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                                num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2)

@@ -1,0 +1,170 @@
+"""Parity fixtures for the latent family, generated from the official SoulX-FlashHead code.
+
+    python scripts/latent_fixtures.py --official /path/to/SoulX-FlashHead --out tests/fixtures/latent
+
+Needs `transformers==4.57.3` (the official pin) and einops importable beside torch; nothing else
+of the official requirements: diffusers' ModelMixin / ConfigMixin and xfuser's sequence-parallel
+helpers are replaced by inert stand-ins (they only register configs and act when
+torch.distributed is initialised), so the modules' arithmetic is the official code's own.
+
+Writes numbers only (no official code): for each module a reduced config's seeded random
+weights, inputs and the official outputs (fp32), and for the full-size modules the parameter
+names and shapes the published checkpoints hold (tests/unit/test_latent_parity.py checks both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import types
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from engine.families.latent.config import TINY_AUDIO, TINY_DIT, AudioEncoderConfig, DitConfig  # noqa: E402
+
+SEED = 0
+
+
+def stub_modules() -> None:
+    """diffusers and xfuser, as far as flash_head_model.py touches them outside distributed runs."""
+    def module(name: str, **attrs) -> None:
+        sys.modules[name] = types.ModuleType(name)
+        sys.modules[name].__dict__.update(attrs)
+
+    module("diffusers", ModelMixin=nn.Module)
+    module("diffusers.configuration_utils", ConfigMixin=object, register_to_config=lambda f: f)
+    module("xfuser")
+    module("xfuser.core")
+    module("xfuser.core.distributed", get_sequence_parallel_rank=lambda: 0,
+           get_sequence_parallel_world_size=lambda: 1, get_sp_group=None)
+    module("xfuser.core.long_ctx_attention", xFuserLongContextAttention=None)
+
+
+def load_official(root: Path, relative: str, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, root / relative)
+    assert spec and spec.loader, f"{root / relative} not found"
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def seeded_weights(model: nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """Every tensor of the state dict from one generator, in name order: weights ~ 1/sqrt(fan in),
+    norm scales near 1, biases and modulations small, so activations stay O(1) through the blocks."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, t in sorted(model.state_dict().items()):
+        noise = torch.randn(t.shape, generator=g)
+        if name.endswith("bias") or "modulation" in name:
+            out[name] = 0.1 * noise
+        elif t.dim() == 1 or "weight_g" in name or "original0" in name:
+            out[name] = 1 + 0.1 * noise
+        else:
+            out[name] = noise / max(t[0].numel(), 1) ** 0.5
+    model.load_state_dict(out)
+    return out
+
+
+def dit_config_kwargs(c: DitConfig) -> dict:
+    return dict(dim=c.dim, in_dim=c.in_dim, ffn_dim=c.ffn_dim, out_dim=c.out_dim, text_dim=c.text_dim,
+                freq_dim=c.freq_dim, eps=c.eps, vae_stride=c.vae_stride, patch_size=c.patch_size,
+                num_heads=c.num_heads, num_layers=c.num_layers, has_image_input=False)
+
+
+def official_dit(mod: types.ModuleType, c: DitConfig) -> nn.Module:
+    """The official model; its audio adapter's sizes are constants there, so a reduced config
+    swaps in the official adapter classes built at the reduced sizes."""
+    model = mod.WanModelAudioProject(**dit_config_kwargs(c))
+    if c != DitConfig():
+        model.audio_emb = mod.MLP(c.audio_dim, c.dim)
+        model.audio_proj = mod.AudioProjModel(
+            seq_len=c.audio_window, seq_len_vf=c.audio_window + c.vae_stride[0] - 1, blocks=c.audio_layers,
+            channels=c.audio_dim, intermediate_dim=c.audio_hidden, output_dim=c.dim,
+            context_tokens=c.audio_tokens, norm_output_audio=True)
+    return model.eval()
+
+
+def dit_case(mod: types.ModuleType) -> dict[str, torch.Tensor]:
+    c = TINY_DIT
+    model = official_dit(mod, c)
+    weights = seeded_weights(model, SEED)
+    g = torch.Generator().manual_seed(SEED + 1)
+    frames, h, w = 3, 6, 4  # an uneven grid, so rows and columns cannot be confused
+    tensors = {f"weight.{k}": v for k, v in weights.items()}
+    for i, t in enumerate((937.5, 250.0)):
+        x = torch.randn(1, c.out_dim, frames, h, w, generator=g)
+        ref = torch.randn(1, c.in_dim - c.out_dim, frames, h, w, generator=g)
+        audio = torch.randn(1, 1 + c.vae_stride[0] * (frames - 1), c.audio_window, c.audio_layers, c.audio_dim,
+                            generator=g)
+        with torch.no_grad():
+            out = model(x=x, timestep=torch.tensor([t]), context=audio, y=ref)
+        tensors |= {f"input{i}.x": x, f"input{i}.ref": ref, f"input{i}.audio": audio,
+                    f"input{i}.timestep": torch.tensor([t]), f"output{i}": out}
+    return tensors
+
+
+def hf_audio_config(c: AudioEncoderConfig):
+    from transformers import Wav2Vec2Config
+
+    return Wav2Vec2Config(**{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(c).items()},
+                          feat_extract_norm="group", conv_bias=False, do_stable_layer_norm=False)
+
+
+def audio_case(root: Path) -> dict[str, torch.Tensor]:
+    from transformers import Wav2Vec2FeatureExtractor
+
+    sys.path.insert(0, str(root))
+    from flash_head.audio_analysis.wav2vec2 import Wav2Vec2Model
+
+    model = Wav2Vec2Model(hf_audio_config(TINY_AUDIO)).eval()
+    weights = seeded_weights(model, SEED)
+    g = torch.Generator().manual_seed(SEED + 2)
+    t = torch.arange(6400) / 16000
+    pcm = (0.3 * torch.sin(2 * torch.pi * 180 * t) * torch.sin(2 * torch.pi * 3 * t)
+           + 0.05 * torch.randn(6400, generator=g)).numpy()
+    extractor = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True)
+    values = torch.from_numpy(extractor(pcm, sampling_rate=16000).input_values[0]).float()[None]
+    with torch.no_grad():
+        hidden = model(values, seq_len=10, output_hidden_states=True).hidden_states
+    out = torch.stack(hidden[1:], 1)[0].permute(1, 0, 2)  # [frames, layers, hidden], as the pipeline holds it
+    return {f"weight.{k}": v for k, v in weights.items()} | {
+        "input.pcm": torch.from_numpy(pcm).float(), "input.normalized": values[0], "output": out.contiguous()}
+
+
+def manifest(mod: types.ModuleType) -> dict:
+    from transformers import Wav2Vec2Model
+
+    with torch.device("meta"):
+        dit = official_dit(mod, DitConfig())
+        audio = Wav2Vec2Model(hf_audio_config(AudioEncoderConfig()))
+    shapes = lambda m: {k: list(v.shape) for k, v in m.state_dict().items()}  # noqa: E731
+    return {"dit": shapes(dit), "audio": shapes(audio)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--official", type=Path, required=True, help="a checkout of Soul-AILab/SoulX-FlashHead")
+    parser.add_argument("--out", type=Path, default=Path("tests/fixtures/latent"))
+    args = parser.parse_args()
+    torch.manual_seed(SEED)
+    stub_modules()
+    mod = load_official(args.official, "flash_head/src/modules/flash_head_model.py", "official_flash_head_model")
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = {"source": "Soul-AILab/SoulX-FlashHead", "seed": str(SEED)}
+    save_file(dit_case(mod), args.out / "dit.safetensors", meta | {"config": json.dumps(asdict(TINY_DIT))})
+    save_file(audio_case(args.official), args.out / "audio.safetensors",
+              meta | {"config": json.dumps(asdict(TINY_AUDIO))})
+    (args.out / "manifest.json").write_text(json.dumps(manifest(mod), indent=0) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

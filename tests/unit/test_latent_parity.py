@@ -1,0 +1,115 @@
+"""The latent family's modules against the official SoulX-FlashHead code, without its weights.
+
+The fixtures (tests/fixtures/latent/, numbers only) were written by scripts/latent_fixtures.py
+from the official code on seeded random weights of a reduced config; the manifest lists the
+parameter names and shapes of the full-size official modules, which the published checkpoints
+hold.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from engine.families.latent.audio import AudioEncoder, frame_windows, normalize
+from engine.families.latent.checkpoint import CheckpointError, load_into
+from engine.families.latent.config import TINY_AUDIO, TINY_DIT, AudioEncoderConfig, DitConfig, folder_config
+from engine.families.latent.dit import FlashHeadDit
+from engine.families.latent.weights import AUDIO_IGNORED, AUDIO_RENAMES
+
+pytestmark = pytest.mark.unit
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "latent"
+TOLERANCE = 1e-4  # fp32, the issue's bound
+
+
+def fixture(name: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    with safe_open(str(FIXTURES / name), "pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+
+
+def weights_of(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k.removeprefix("weight."): v for k, v in tensors.items() if k.startswith("weight.")}
+
+
+def test_the_fixtures_were_made_with_the_configs_the_tests_build():
+    assert json.loads(fixture("dit.safetensors")[1]["config"]) == json.loads(json.dumps(TINY_DIT.__dict__))
+    assert json.loads(fixture("audio.safetensors")[1]["config"]) == json.loads(json.dumps(TINY_AUDIO.__dict__))
+
+
+def test_dit_gives_the_official_flow_at_two_timesteps():
+    tensors, _ = fixture("dit.safetensors")
+    model = FlashHeadDit(TINY_DIT).eval()
+    model.load_state_dict(weights_of(tensors), strict=True)
+    for i in range(2):
+        with torch.no_grad():
+            out = model(tensors[f"input{i}.x"], tensors[f"input{i}.timestep"], tensors[f"input{i}.audio"],
+                        tensors[f"input{i}.ref"])
+        expected = tensors[f"output{i}"]
+        assert out.shape == expected.shape
+        assert (out - expected).abs().max().item() <= TOLERANCE, (out - expected).abs().max().item()
+        assert expected.std() > 0.1  # the outputs carry signal: a zero model could not pass
+
+
+def test_audio_encoder_gives_the_official_hidden_states_from_its_checkpoint_names():
+    tensors, _ = fixture("audio.safetensors")
+    model = AudioEncoder(TINY_AUDIO).eval()
+    # the fixture holds transformers' names (weight norm as parametrizations), as a checkpoint can
+    path = FIXTURES / "audio.safetensors"
+    load_into(model, [path], prefix="weight.", renames=AUDIO_RENAMES, ignored=("input", "output", *AUDIO_IGNORED))
+    pcm = tensors["input.pcm"][None]
+    assert (normalize(pcm)[0] - tensors["input.normalized"]).abs().max() < 1e-5
+    with torch.no_grad():
+        out = model(normalize(pcm), frames=10)[0]
+    expected = tensors["output"]
+    assert out.shape == expected.shape == (10, TINY_AUDIO.num_hidden_layers, TINY_AUDIO.hidden_size)
+    assert (out - expected).abs().max().item() <= TOLERANCE
+
+
+def test_frame_windows_repeat_the_edges():
+    features = torch.arange(4.0)[:, None, None]
+    windows = frame_windows(features, 5)[..., 0, 0]
+    assert windows.tolist() == [[0, 0, 0, 1, 2], [0, 0, 1, 2, 3], [0, 1, 2, 3, 3], [1, 2, 3, 3, 3]]
+
+
+def shapes(module: torch.nn.Module) -> dict[str, list[int]]:
+    return {k: list(v.shape) for k, v in module.state_dict().items()}
+
+
+def test_full_size_modules_have_the_official_checkpoints_names_and_shapes():
+    manifest = json.loads((FIXTURES / "manifest.json").read_text())
+    with torch.device("meta"):
+        dit, audio = FlashHeadDit(DitConfig()), AudioEncoder(AudioEncoderConfig())
+    assert shapes(dit) == manifest["dit"]
+    official_audio = {}
+    for name, shape in manifest["audio"].items():
+        for old, new in AUDIO_RENAMES.items():
+            name = name.replace(old, new)
+        if not name.startswith(AUDIO_IGNORED):
+            official_audio[name] = shape
+    assert shapes(audio) == official_audio
+    assert sum(torch.Size(s).numel() for s in manifest["dit"].values()) > 1.3e9  # the 1.3B model
+
+
+def test_a_model_folder_with_a_wrong_tensor_is_refused_by_name_and_shape(tmp_path):
+    from safetensors.torch import save_file
+
+    tensors, _ = fixture("dit.safetensors")
+    weights = weights_of(tensors)
+    weights["head.head.weight"] = weights["head.head.weight"][:-1].contiguous()
+    save_file(weights, tmp_path / "diffusion_pytorch_model.safetensors")
+    with pytest.raises(CheckpointError, match=r"head\.head\.weight has shape \(15, 48\), expected \(16, 48\)"):
+        load_into(FlashHeadDit(TINY_DIT), [tmp_path / "diffusion_pytorch_model.safetensors"])
+    del weights["head.head.weight"]
+    save_file(weights, tmp_path / "diffusion_pytorch_model.safetensors")
+    with pytest.raises(CheckpointError, match=r"lacks 1 tensors, e\.g\. head\.head\.weight \(16, 48\)"):
+        load_into(FlashHeadDit(TINY_DIT), [tmp_path / "diffusion_pytorch_model.safetensors"])
+
+
+def test_a_folder_config_sizes_the_dit(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"_class_name": "WanModelAudioProject", "dim": 64,
+                                                       "num_layers": 3, "patch_size": [1, 2, 2]}))
+    c = folder_config(DitConfig, tmp_path)
+    assert (c.dim, c.num_layers, c.patch_size, c.ffn_dim) == (64, 3, (1, 2, 2), 8960)
