@@ -28,6 +28,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.families.latent.config import TINY_AUDIO, TINY_DIT, AudioEncoderConfig, DitConfig  # noqa: E402
+from engine.families.latent.vae import TINY_VAE, VaeConfig  # noqa: E402
 
 SEED = 0
 
@@ -45,6 +46,7 @@ def stub_modules() -> None:
     module("xfuser.core.distributed", get_sequence_parallel_rank=lambda: 0,
            get_sequence_parallel_world_size=lambda: 1, get_sp_group=None)
     module("xfuser.core.long_ctx_attention", xFuserLongContextAttention=None)
+    module("loguru", logger=types.SimpleNamespace(info=print))
 
 
 def load_official(root: Path, relative: str, name: str) -> types.ModuleType:
@@ -111,6 +113,31 @@ def dit_case(mod: types.ModuleType) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def official_vae(mod: types.ModuleType, c: VaeConfig) -> nn.Module:
+    return mod.WanVAE_(dim=c.dim, z_dim=c.z_dim, dim_mult=list(c.dim_mult), num_res_blocks=c.num_res_blocks,
+                       attn_scales=[], temperal_downsample=list(c.temporal_downsample)).eval()
+
+
+def vae_case(mod: types.ModuleType) -> dict[str, torch.Tensor]:
+    """Encode 9 frames and 5 (a chunk's boundary frames), decode the 9 frames' latents whole and
+    latent by latent (official decode_stream)."""
+    c = TINY_VAE
+    model = official_vae(mod, c)
+    weights = seeded_weights(model, SEED)
+    scale = [torch.tensor(c.latent_mean), 1 / torch.tensor(c.latent_std)]
+    g = torch.Generator().manual_seed(SEED + 3)
+    video = torch.rand(1, 3, 9, 16, 24, generator=g) * 2 - 1
+    with torch.no_grad():
+        latents = model.encode(video, scale)
+        boundary = model.encode(video[:, :, -5:], scale)
+        frames = model.decode(latents, scale).clamp(-1, 1)
+        model.clear_cache()
+        streamed = [f.clamp(-1, 1) for f in model.decode_stream(latents, scale)]
+    return {f"weight.{k}": v for k, v in weights.items()} | {
+        "input.video": video, "output.latents": latents, "output.boundary": boundary, "output.frames": frames,
+        **{f"output.stream{i}": f for i, f in enumerate(streamed)}}
+
+
 def hf_audio_config(c: AudioEncoderConfig):
     from transformers import Wav2Vec2Config
 
@@ -139,14 +166,15 @@ def audio_case(root: Path) -> dict[str, torch.Tensor]:
         "input.pcm": torch.from_numpy(pcm).float(), "input.normalized": values[0], "output": out.contiguous()}
 
 
-def manifest(mod: types.ModuleType) -> dict:
+def manifest(dit_mod: types.ModuleType, vae_mod: types.ModuleType) -> dict:
     from transformers import Wav2Vec2Model
 
     with torch.device("meta"):
-        dit = official_dit(mod, DitConfig())
+        dit = official_dit(dit_mod, DitConfig())
+        vae = official_vae(vae_mod, VaeConfig())
         audio = Wav2Vec2Model(hf_audio_config(AudioEncoderConfig()))
     shapes = lambda m: {k: list(v.shape) for k, v in m.state_dict().items()}  # noqa: E731
-    return {"dit": shapes(dit), "audio": shapes(audio)}
+    return {"dit": shapes(dit), "vae": shapes(vae), "audio": shapes(audio)}
 
 
 def main() -> None:
@@ -157,12 +185,14 @@ def main() -> None:
     torch.manual_seed(SEED)
     stub_modules()
     mod = load_official(args.official, "flash_head/src/modules/flash_head_model.py", "official_flash_head_model")
+    vae_mod = load_official(args.official, "flash_head/wan/modules/vae.py", "official_wan_vae")
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"source": "Soul-AILab/SoulX-FlashHead", "seed": str(SEED)}
     save_file(dit_case(mod), args.out / "dit.safetensors", meta | {"config": json.dumps(asdict(TINY_DIT))})
     save_file(audio_case(args.official), args.out / "audio.safetensors",
               meta | {"config": json.dumps(asdict(TINY_AUDIO))})
-    (args.out / "manifest.json").write_text(json.dumps(manifest(mod), indent=0) + "\n")
+    save_file(vae_case(vae_mod), args.out / "vae.safetensors", meta | {"config": json.dumps(asdict(TINY_VAE))})
+    (args.out / "manifest.json").write_text(json.dumps(manifest(mod, vae_mod), indent=0) + "\n")
     print(f"wrote {args.out}")
 
 

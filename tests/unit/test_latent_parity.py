@@ -17,6 +17,7 @@ from engine.families.latent.audio import AudioEncoder, frame_windows, normalize
 from engine.families.latent.checkpoint import CheckpointError, load_into
 from engine.families.latent.config import TINY_AUDIO, TINY_DIT, AudioEncoderConfig, DitConfig, folder_config
 from engine.families.latent.dit import FlashHeadDit
+from engine.families.latent.vae import TINY_VAE, VaeConfig, VideoVae
 from engine.families.latent.weights import AUDIO_IGNORED, AUDIO_RENAMES
 
 pytestmark = pytest.mark.unit
@@ -35,8 +36,8 @@ def weights_of(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def test_the_fixtures_were_made_with_the_configs_the_tests_build():
-    assert json.loads(fixture("dit.safetensors")[1]["config"]) == json.loads(json.dumps(TINY_DIT.__dict__))
-    assert json.loads(fixture("audio.safetensors")[1]["config"]) == json.loads(json.dumps(TINY_AUDIO.__dict__))
+    for name, config in (("dit", TINY_DIT), ("audio", TINY_AUDIO), ("vae", TINY_VAE)):
+        assert json.loads(fixture(f"{name}.safetensors")[1]["config"]) == json.loads(json.dumps(config.__dict__))
 
 
 def test_dit_gives_the_official_flow_at_two_timesteps():
@@ -81,8 +82,9 @@ def shapes(module: torch.nn.Module) -> dict[str, list[int]]:
 def test_full_size_modules_have_the_official_checkpoints_names_and_shapes():
     manifest = json.loads((FIXTURES / "manifest.json").read_text())
     with torch.device("meta"):
-        dit, audio = FlashHeadDit(DitConfig()), AudioEncoder(AudioEncoderConfig())
+        dit, audio, vae = FlashHeadDit(DitConfig()), AudioEncoder(AudioEncoderConfig()), VideoVae(VaeConfig())
     assert shapes(dit) == manifest["dit"]
+    assert shapes(vae) == manifest["vae"]
     official_audio = {}
     for name, shape in manifest["audio"].items():
         for old, new in AUDIO_RENAMES.items():
@@ -113,3 +115,21 @@ def test_a_folder_config_sizes_the_dit(tmp_path):
                                                        "num_layers": 3, "patch_size": [1, 2, 2]}))
     c = folder_config(DitConfig, tmp_path)
     assert (c.dim, c.num_layers, c.patch_size, c.ffn_dim) == (64, 3, (1, 2, 2), 8960)
+
+
+def test_vae_encodes_and_decodes_as_the_official_one_and_streams_latent_by_latent():
+    tensors, _ = fixture("vae.safetensors")
+    model = VideoVae(TINY_VAE).eval()
+    model.load_state_dict(weights_of(tensors), strict=True)
+    video = tensors["input.video"]
+    with torch.no_grad():
+        latents = model.encode(video)
+        boundary = model.encode(video[:, :, -5:])
+        streamed = list(model.decode_stream(tensors["output.latents"]))
+    for ours, name in ((latents, "latents"), (boundary, "boundary"), (torch.cat(streamed, 2), "frames")):
+        expected = tensors[f"output.{name}"]
+        assert ours.shape == expected.shape, name
+        assert (ours - expected).abs().max().item() <= TOLERANCE, name
+    assert [f.shape[2] for f in streamed] == [1, 4, 4]  # the first latent is one frame, each later one four
+    for i, frames in enumerate(streamed):
+        assert (frames - tensors[f"output.stream{i}"]).abs().max().item() <= TOLERANCE
