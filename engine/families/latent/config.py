@@ -78,3 +78,64 @@ class AudioEncoderConfig:
 TINY_AUDIO = AudioEncoderConfig(conv_dim=(8, 8, 8), conv_kernel=(10, 3, 2), conv_stride=(5, 2, 2), hidden_size=16,
                                 num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                                 num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2)
+
+
+# The latent space's per-channel statistics (Wan2.1): latents are handed to the DiT standardised
+LATENT_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+               0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)
+LATENT_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+              3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)
+
+
+@dataclass(frozen=True)
+class VaeConfig:
+    dim: int = 96
+    z_dim: int = 16
+    dim_mult: tuple[int, ...] = (1, 2, 4, 4)
+    num_res_blocks: int = 2
+    temporal_downsample: tuple[bool, ...] = (False, True, True)
+    latent_mean: tuple[float, ...] = LATENT_MEAN
+    latent_std: tuple[float, ...] = LATENT_STD
+
+
+TINY_VAE = VaeConfig(dim=8, z_dim=4, dim_mult=(1, 2, 2, 2), latent_mean=LATENT_MEAN[:4], latent_std=LATENT_STD[:4])
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """SoulX-FlashHead's streaming schedule (its configs/infer_params.yaml)."""
+
+    chunk_frames: int = 33
+    """Video frames one generation makes (9 latents)."""
+    boundary_latents: int = 2
+    """Latents at the head of each chunk that re-encode the previous chunk's last frames."""
+    steps: int = 4
+    shift: float = 5.0
+    """The flow-matching timesteps' shift towards the noisy end."""
+    audio_cache_s: int = 8
+    """Seconds of past audio wav2vec2 hears at each generation."""
+    head_size: int = 512
+    """The generated square face, in pixels."""
+    temporal_stride: int = 4
+
+    @property
+    def boundary_frames(self) -> int:
+        return (self.boundary_latents - 1) * self.temporal_stride + 1
+
+    @property
+    def new_frames(self) -> int:
+        """Frames each generation adds to the stream; also how far the picture lags its sound."""
+        return self.chunk_frames - self.boundary_frames
+
+
+TINY_STREAM = StreamConfig(audio_cache_s=2, head_size=32)
+LOCAL_CONFIG = "latent.json"
+"""An optional file of ours in the model folder that resizes the VAE and the schedule (a reduced
+model for tests); the published checkpoints need none."""
+
+
+def local_config(model_dir: Path) -> tuple[VaeConfig, StreamConfig]:
+    path = model_dir / LOCAL_CONFIG
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    tupled = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
+    return VaeConfig(**tupled(saved.get("vae", {}))), StreamConfig(**tupled(saved.get("stream", {})))

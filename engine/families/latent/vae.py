@@ -11,7 +11,6 @@ length. Parameter names follow the official `Wan2.1_VAE.pth`.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
@@ -19,28 +18,9 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from .config import VaeConfig
+
 CACHE_FRAMES = 2
-
-# The latent space's per-channel statistics (Wan2.1): latents are handed to the DiT standardised
-LATENT_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
-               0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)
-LATENT_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
-              3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)
-
-
-@dataclass(frozen=True)
-class VaeConfig:
-    dim: int = 96
-    z_dim: int = 16
-    dim_mult: tuple[int, ...] = (1, 2, 4, 4)
-    num_res_blocks: int = 2
-    temporal_downsample: tuple[bool, ...] = (False, True, True)
-    latent_mean: tuple[float, ...] = LATENT_MEAN
-    latent_std: tuple[float, ...] = LATENT_STD
-
-
-TINY_VAE = VaeConfig(dim=8, z_dim=4, dim_mult=(1, 2, 2, 2), latent_mean=LATENT_MEAN[:4], latent_std=LATENT_STD[:4])
-
 
 class TimeCache:
     """The last frames each causal convolution saw, one slot per convolution in call order."""

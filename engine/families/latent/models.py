@@ -1,0 +1,87 @@
+"""The latent family's three modules, placed on a device: loaded from `--model-dir`, or random.
+
+On CUDA the weights are bf16; with `offload` the DiT's blocks stay in pinned host memory and
+come to the GPU one by one with prefetch (engine/accel/offload.py), so the card holds two
+blocks of the DiT at a time. On a CPU everything is fp32.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from engine.accel.offload import BlockOffloader
+
+from .audio import AudioEncoder
+from .checkpoint import load_into
+from .config import LOCAL_CONFIG, AudioEncoderConfig, DitConfig, StreamConfig, VaeConfig, local_config
+from .dit import FlashHeadDit
+from .vae import VideoVae
+from .weights import AUDIO_DIR, DIT_DIR, VAE_FILE, load_audio_encoder, load_dit
+
+
+@dataclass
+class LatentModels:
+    dit: FlashHeadDit
+    vae: VideoVae
+    audio: AudioEncoder
+    stream: StreamConfig
+    device: torch.device
+    dtype: torch.dtype
+    offloader: BlockOffloader | None = None
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def place(dit: FlashHeadDit, vae: VideoVae, audio: AudioEncoder, stream: StreamConfig, device: str = "auto",
+          offload: bool = False) -> LatentModels:
+    where = pick_device(device)
+    dtype = torch.bfloat16 if where.type == "cuda" else torch.float32
+    offloader = None
+    if offload:  # everything but the blocks goes to the device; the blocks stay on the host
+        blocks = dit.blocks
+        dit.blocks = torch.nn.ModuleList()
+        dit.to(where, dtype)
+        dit.blocks = blocks.to(dtype)
+        offloader = BlockOffloader(dit.blocks, where)
+    else:
+        dit.to(where, dtype)
+    # the VAE's causal convs and wav2vec2 are small: fp32 keeps their outputs exact
+    return LatentModels(dit.eval(), vae.to(where).eval(), audio.to(where).eval(), stream, where, dtype, offloader)
+
+
+def load_models(model_dir: Path, device: str = "auto", offload: bool = False) -> LatentModels:
+    """The published checkpoints under `model_dir` (layout in weights.py)."""
+    from .checkpoint import weight_files
+
+    vae_config, stream = local_config(model_dir)
+    vae = VideoVae(vae_config)
+    vae_path = model_dir / VAE_FILE
+    load_into(vae, weight_files(vae_path.parent) if not vae_path.is_file() else [vae_path])
+    return place(load_dit(model_dir), vae, load_audio_encoder(model_dir), stream, device, offload)
+
+
+def write_random_model(folder: Path, dit: DitConfig, vae: VaeConfig, audio: AudioEncoderConfig,
+                       stream: StreamConfig, seed: int = 0) -> Path:
+    """A model folder in the published layout with seeded random weights (tests and benchmarks)."""
+    torch.manual_seed(seed)
+    (folder / DIT_DIR).mkdir(parents=True, exist_ok=True)
+    (folder / VAE_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (folder / AUDIO_DIR).mkdir(parents=True, exist_ok=True)
+    save_file(FlashHeadDit(dit).state_dict(), folder / DIT_DIR / "diffusion_pytorch_model.safetensors")
+    (folder / DIT_DIR / "config.json").write_text(json.dumps({"_class_name": "WanModelAudioProject", **asdict(dit)}))
+    torch.save(VideoVae(vae).state_dict(), folder / VAE_FILE)
+    encoder = AudioEncoder(audio).state_dict()
+    save_file({f"wav2vec2.{k}": v for k, v in encoder.items()}, folder / AUDIO_DIR / "model.safetensors")
+    (folder / AUDIO_DIR / "config.json").write_text(json.dumps(asdict(audio)))
+    if (vae, stream) != (VaeConfig(), StreamConfig()):
+        (folder / LOCAL_CONFIG).write_text(json.dumps({"vae": asdict(vae), "stream": asdict(stream)}))
+    return folder

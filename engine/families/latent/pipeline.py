@@ -1,0 +1,58 @@
+"""A latent-family Pipeline for one photo avatar, and the models shared by every avatar of a worker."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+from engine.core.pipeline import Pipeline
+from engine.core.state import RollingState
+
+from .models import LatentModels, load_models
+from .stages import A2VStage, LatentContextStage, RefineStage, StreamDecodeStage
+
+
+class LatentPipeline(Pipeline):
+    """Its stages share one LatentSession (stages.py says why) instead of a slice each."""
+
+    def new_state(self, seed: int) -> RollingState:
+        session = self.stages[0].new_state(seed)
+        return RollingState(stages={stage.name: session for stage in self.stages})
+
+
+@lru_cache(maxsize=2)
+def worker_models(model_dir: str, device: str = "auto", offload: bool = False) -> LatentModels:
+    """Loaded once per worker process, whatever number of avatars it serves."""
+    return load_models(Path(model_dir), device, offload)
+
+
+def reference_frame(path: Path, size: int) -> np.ndarray:
+    """The photo scaled to cover size x size and centre-cropped, RGB (as the official pipeline)."""
+    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError(f"{path} is not an image the latent family can read (it takes photo avatars only)")
+    h, w = bgr.shape[:2]
+    scale = max(size / h, size / w)
+    fh, fw = max(size, int(np.ceil(h * scale))), max(size, int(np.ceil(w * scale)))
+    scaled = cv2.resize(bgr, (fw, fh), interpolation=cv2.INTER_AREA)
+    top, left = (fh - size) // 2, (fw - size) // 2
+    return np.ascontiguousarray(cv2.cvtColor(scaled[top : top + size, left : left + size], cv2.COLOR_BGR2RGB))
+
+
+@torch.inference_mode()
+def reference_latents(models: LatentModels, rgb: np.ndarray) -> torch.Tensor:
+    """The photo held still for a whole chunk, encoded once per avatar: [1, z, latent frames, h, w]."""
+    frame = torch.from_numpy(rgb).to(models.device).permute(2, 0, 1).float() / 127.5 - 1
+    video = frame[None, :, None].expand(-1, -1, models.stream.chunk_frames, -1, -1)
+    return models.vae.encode(video)
+
+
+def latent_pipeline(path: Path, models: LatentModels, size: int) -> LatentPipeline:
+    rgb = reference_frame(path, models.stream.head_size)
+    latents = reference_latents(models, rgb)
+    return LatentPipeline([LatentContextStage(models, rgb, latents), A2VStage(models, latents),
+                           StreamDecodeStage(models), RefineStage(size)])

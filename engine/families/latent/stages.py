@@ -1,0 +1,209 @@
+"""The latent family's chunk loop: context -> A2V -> streaming decode -> refine.
+
+Requests stay as small as for the CPU families (a few frames of audio each). Audio collects
+in a fixed ring; once a chunk's worth of new frames (28) has arrived, the context stage turns
+the ring into wav2vec2 windows, the A2V stage samples the chunk's latents (4 flow-matching
+steps, its first latents the previous chunk's boundary: our N chunks), and the decode stage
+starts a latent-by-latent stream that each later request pulls only as many frames from as it
+publishes. So the picture lags its sound by `StreamConfig.new_frames`, the server's delay line
+matches that, and the first frames of a chunk leave before its last latent is decoded.
+
+All stages share one `LatentSession`: the boundary the A2V stage conditions on is made from
+the frames the decode stage produced last.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+import torch
+from scipy.signal import resample_poly
+
+from engine.config import FPS, SAMPLE_RATE
+from engine.core.stage import AudioChunk, FrameChunk, Stage
+
+from .audio import SAMPLE_RATE as AUDIO_RATE
+from .audio import frame_windows, normalize
+from .models import LatentModels
+
+
+@dataclass
+class LatentSession:
+    """Everything a session keeps between requests; every size is fixed by the config."""
+
+    audio: np.ndarray  # the last audio_cache_s of 48 kHz int16 PCM
+    generator: torch.Generator
+    boundary: torch.Tensor  # [1, z, <= boundary_latents, h, w]: the head of the next chunk
+    last: np.ndarray  # the frame published last (RGB, head size); repeated until the first chunk
+    pending: int = 0  # audio frames since the last generation
+    stream: Iterator[torch.Tensor] | None = None  # the current chunk's decode, latent by latent
+    skip: int = 0  # frames at the head of the stream that the previous chunk already showed
+    ready: deque[np.ndarray] = field(default_factory=deque)  # decoded, not yet published
+    tail: deque[torch.Tensor] = field(default_factory=deque)  # the last decoded frames
+    latents_decoded: int = 0  # of the current chunk (how far the stream has run)
+
+
+@dataclass
+class LatentWork:
+    """What passes between the stages for one request."""
+
+    chunk: AudioChunk
+    audio: torch.Tensor | None = None  # [1, chunk_frames, window, layers, dim] when a chunk is due
+    latents: torch.Tensor | None = None  # [1, z, latent frames, h, w] once sampled
+    frames: list[np.ndarray] = field(default_factory=list)  # RGB head frames to publish
+
+
+def timesteps(steps: int, shift: float) -> list[float]:
+    """The distilled model's schedule in [0, 1], noisiest first, ending at 0."""
+    base = {2: [1000.0, 500.0], 4: [1000.0, 750.0, 500.0, 250.0]}.get(steps)
+    ts = (base or list(np.linspace(1000, 1, steps))) + [0.0]
+    return [shift * (t / 1000) / (1 + (shift - 1) * (t / 1000)) for t in ts]
+
+
+def to_rgb(frames: torch.Tensor) -> list[np.ndarray]:
+    """[1, 3, t, h, w] in [-1, 1] -> t RGB uint8 frames."""
+    pixels = ((frames[0].float().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
+    return list(pixels.permute(1, 2, 3, 0).cpu().numpy())
+
+
+class LatentContextStage(Stage[AudioChunk, LatentWork, LatentSession]):
+    name = "context"
+
+    def __init__(self, models: LatentModels, reference: np.ndarray, ref_latents: torch.Tensor):
+        self.models, self.stream = models, models.stream
+        self.reference, self.ref_latents = reference, ref_latents
+
+    def new_state(self, seed: int) -> LatentSession:
+        m = self.models
+        return LatentSession(
+            audio=np.zeros(self.stream.audio_cache_s * SAMPLE_RATE, np.int16),
+            generator=torch.Generator(m.device).manual_seed(seed),
+            boundary=self.ref_latents[:, :, :1].clone(), last=self.reference,
+            ready=deque(maxlen=2 * self.stream.chunk_frames), tail=deque(maxlen=self.stream.boundary_frames))
+
+    def run(self, data: AudioChunk, state: LatentSession) -> LatentWork:
+        n = len(data.pcm)
+        state.audio[:-n] = state.audio[n:]
+        state.audio[-n:] = data.pcm
+        state.pending += data.frames
+        if state.pending < self.stream.new_frames:
+            return LatentWork(data)
+        state.pending -= self.stream.new_frames
+        return LatentWork(data, audio=self.windows(state.audio))
+
+    @torch.inference_mode()
+    def windows(self, pcm48: np.ndarray) -> torch.Tensor:
+        """wav2vec2 over the whole ring (as the official streaming does), the last chunk's frames."""
+        m = self.models
+        pcm16 = resample_poly(pcm48.astype(np.float32) / 32768, AUDIO_RATE, SAMPLE_RATE).astype(np.float32)
+        frames = len(pcm48) * FPS // SAMPLE_RATE
+        features = m.audio(normalize(torch.from_numpy(pcm16)[None].to(m.device)), frames)[0]
+        return frame_windows(features, m.dit.config.audio_window)[-self.stream.chunk_frames:][None]
+
+
+class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
+    """The 4-step flow-matching sampler over a chunk's latents, its head held to the boundary."""
+
+    name = "a2v"
+
+    def __init__(self, models: LatentModels, ref_latents: torch.Tensor):
+        self.models, self.ref_latents = models, ref_latents
+        self.schedule = timesteps(models.stream.steps, models.stream.shift)
+
+    def new_state(self, seed: int) -> None:
+        return None  # the session's state is the context stage's LatentSession
+
+    @torch.inference_mode()
+    def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
+        if data.audio is None:
+            return data
+        m = self.models
+        finish_stream(state, m)
+        if len(state.tail) == state.tail.maxlen:  # the previous chunk's last frames, re-encoded
+            state.boundary = m.vae.encode(torch.cat(list(state.tail), 2))
+        ref = self.ref_latents.to(m.dtype)
+        x = torch.randn(ref.shape, generator=state.generator, device=m.device).to(m.dtype)
+        head = state.boundary.shape[2]
+        audio = data.audio.to(m.dtype)
+        for t, t_next in zip(self.schedule, self.schedule[1:]):
+            x[:, :, :head] = state.boundary.to(m.dtype)
+            flow = m.dit(x, torch.tensor([t * 1000], device=m.device), audio, ref, run_blocks=m.offloader)
+            clean = x - flow * t
+            noise = torch.randn(x.shape, generator=state.generator, device=m.device).to(m.dtype)
+            x = (1 - t_next) * clean + t_next * noise
+        x[:, :, :head] = state.boundary.to(m.dtype)
+        data.latents = x
+        return data
+
+
+def finish_stream(state: LatentSession, models: LatentModels) -> None:
+    """Decode what is left of the current chunk: the next chunk's boundary needs its last frames."""
+    while pull(state, models):
+        pass
+
+
+def pull(state: LatentSession, models: LatentModels) -> bool:
+    """Decode one more latent of the current chunk into `ready`; False when there is none."""
+    if state.stream is None:
+        return False
+    with torch.inference_mode():
+        frames = next(state.stream, None)
+    if frames is None:
+        state.stream = None
+        return False
+    state.latents_decoded += 1
+    for i in range(frames.shape[2]):
+        state.tail.append(frames[:, :, i : i + 1])
+    rgb = to_rgb(frames)
+    drop = min(state.skip, len(rgb))
+    state.skip -= drop
+    state.ready.extend(rgb[drop:])
+    return True
+
+
+class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
+    """Starts each new chunk's decode and pulls only the frames this request publishes."""
+
+    name = "decode"
+
+    def __init__(self, models: LatentModels):
+        self.models = models
+
+    def new_state(self, seed: int) -> None:
+        return None
+
+    def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
+        if data.latents is not None:
+            stream = self.models.vae.decode_stream(data.latents.float())
+            state.stream, state.skip, state.latents_decoded = stream, self.models.stream.boundary_frames, 0
+        while len(state.ready) < data.chunk.frames and pull(state, self.models):
+            pass
+        for _ in range(data.chunk.frames):
+            state.last = state.ready.popleft() if state.ready else state.last  # held before the first chunk
+            data.frames.append(state.last)
+        return data
+
+
+class RefineStage(Stage[LatentWork, FrameChunk, LatentSession]):
+    """The SR slot: today the generated head, scaled to the stream's size, as I420."""
+
+    name = "refine"
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def new_state(self, seed: int) -> None:
+        return None
+
+    def run(self, data: LatentWork, state: LatentSession) -> FrameChunk:
+        frames = np.stack([cv2.cvtColor(self._scaled(f), cv2.COLOR_RGB2YUV_I420) for f in data.frames])
+        return FrameChunk(data.chunk.first_frame, frames, np.zeros((len(frames), 0), np.float32))
+
+    def _scaled(self, rgb: np.ndarray) -> np.ndarray:
+        if rgb.shape[0] == self.size:
+            return rgb
+        return cv2.resize(rgb, (self.size, self.size), interpolation=cv2.INTER_LINEAR)
