@@ -10,18 +10,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 C = TypeVar("C")
+
+
+def _known(cls: type, saved: dict[str, Any]) -> dict[str, Any]:
+    """The saved settings `cls` has, JSON lists as tuples."""
+    known = {f.name for f in fields(cls)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known}
 
 
 def folder_config(cls: type[C], folder: Path) -> C:
     """The config.json in a model folder (diffusers or transformers style), keeping the fields
     `cls` has; the defaults (the published sizes) when the folder has none."""
     path = folder / "config.json"
-    saved = json.loads(path.read_text()) if path.is_file() else {}
-    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
+    return cls(**_known(cls, json.loads(path.read_text()) if path.is_file() else {}))
 
 
 @dataclass(frozen=True)
@@ -137,5 +141,5 @@ model for tests); the published checkpoints need none."""
 def local_config(model_dir: Path) -> tuple[VaeConfig, StreamConfig]:
     path = model_dir / LOCAL_CONFIG
     saved = json.loads(path.read_text()) if path.is_file() else {}
-    tupled = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
-    return VaeConfig(**tupled(saved.get("vae", {}))), StreamConfig(**tupled(saved.get("stream", {})))
+    vae, stream = saved.get("vae", {}), saved.get("stream", {})
+    return VaeConfig(**_known(VaeConfig, vae)), StreamConfig(**_known(StreamConfig, stream))

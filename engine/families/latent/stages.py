@@ -114,9 +114,6 @@ class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
         self.models, self.ref_latents = models, ref_latents
         self.schedule = timesteps(models.stream.steps, models.stream.shift)
 
-    def new_state(self, seed: int) -> None:
-        return None  # the session's state is the context stage's LatentSession
-
     @torch.inference_mode()
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         if data.audio is None:
@@ -173,9 +170,6 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
     def __init__(self, models: LatentModels):
         self.models = models
 
-    def new_state(self, seed: int) -> None:
-        return None
-
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         if data.latents is not None:
             stream = self.models.vae.decode_stream(data.latents.float())
@@ -195,9 +189,6 @@ class RefineStage(Stage[LatentWork, FrameChunk, LatentSession]):
 
     def __init__(self, size: int):
         self.size = size
-
-    def new_state(self, seed: int) -> None:
-        return None
 
     def run(self, data: LatentWork, state: LatentSession) -> FrameChunk:
         frames = np.stack([cv2.cvtColor(self._scaled(f), cv2.COLOR_RGB2YUV_I420) for f in data.frames])
