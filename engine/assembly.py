@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.config import MOTION_MODELS
+from engine.config import MOTION_MODELS, EngineConfig
 from engine.core.pipeline import Pipeline
 from engine.core.stream import motion_track
 from engine.families.motion.audio_features import AudioFeatureModule
@@ -49,9 +49,16 @@ def renderer_for(path: Path) -> Renderer:
     return PortraitRenderer(load_portrait(path))
 
 
-def pipeline_for(path: Path, motion: str = "dit") -> Pipeline:
-    """A prepared avatar of either kind: a portrait (.png) or a video avatar (.clip.npz)."""
-    return Pipeline([*motion_stages(motion), DecodeStage(renderer_for(path))])
+def pipeline_for(path: Path, config: EngineConfig = EngineConfig()) -> Pipeline:
+    """A prepared avatar of either kind (a portrait .png or a video avatar .clip.npz) for the
+    CPU families, or a photo for the latent family (its models loaded once per process)."""
+    if config.family == "latent":
+        if is_video_avatar(path):
+            raise ValueError("the latent family takes photo avatars only")
+        from engine.families.latent.pipeline import latent_pipeline, worker_models
+
+        return latent_pipeline(path, worker_models(config.model_dir, offload=config.offload), config.size)
+    return Pipeline([*motion_stages(config.motion), DecodeStage(renderer_for(path))])
 
 
 def model_motion(pcm: np.ndarray) -> np.ndarray:

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from media.clock import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
 
-__all__ = ["FPS", "SAMPLE_RATE", "SAMPLES_PER_FRAME", "MOTION_MODELS", "EngineConfig"]
+__all__ = ["FPS", "SAMPLE_RATE", "SAMPLES_PER_FRAME", "MOTION_MODELS", "FAMILIES", "EngineConfig"]
 MOTION_MODELS = ("dit", "interim")
+FAMILIES = ("cpu", "latent")
 
 
 @dataclass(frozen=True)
@@ -22,5 +23,12 @@ class EngineConfig:
     """Frame slots in each worker's shared-memory ring (each holds one I420 frame)."""
     motion: str = "dit"
     """Audio-to-motion model: "dit" (the trained MotionDiT) or "interim" (the hand-set mapping)."""
+    family: str = "cpu"
+    """"cpu": the portrait and video families (a rig or the person's clip, drawn on a CPU);
+    "latent": SoulX-FlashHead's DiT and VAE generate the face (a GPU; photo avatars only)."""
+    model_dir: str = ""
+    """The latent family's downloaded checkpoints (engine/families/latent/config.py: MODEL_LAYOUT)."""
+    offload: bool = False
+    """Latent family: keep the DiT's blocks in host memory and stream them to the GPU block by block."""
     preload_avatar: str = ""
     """Prepared portrait each worker analyses before it reports ready (the server's default)."""

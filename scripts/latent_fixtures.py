@@ -27,8 +27,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from engine.families.latent.config import TINY_AUDIO, TINY_DIT, AudioEncoderConfig, DitConfig  # noqa: E402
-from engine.families.latent.vae import TINY_VAE, VaeConfig  # noqa: E402
+from engine.families.latent.config import TINY_AUDIO, TINY_DIT, TINY_VAE, AudioEncoderConfig, DitConfig, VaeConfig  # noqa: E402  # noqa: E402
 
 SEED = 0
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from engine.families.video.clip import SUFFIXES as VIDEO_SUFFIXES
 from engine.version import package_version
 from server.app import create_app
 from server.config import ConfigError, ServerConfig
@@ -28,15 +29,23 @@ def main(argv: list[str] | None = None) -> None:
                         "for the default avatar")
     parser.add_argument("--engine", choices=("local", "ray"), help="where engine workers run (default local)")
     parser.add_argument("--ray-address", help="the Ray cluster's head, host:port (with --engine ray)")
+    parser.add_argument("--family", choices=("cpu", "latent"),
+                        help="who makes the face: cpu (default) or latent (SoulX-FlashHead on a GPU)")
+    parser.add_argument("--model-dir", help="the latent family's downloaded checkpoints (layout in the README)")
+    parser.add_argument("--offload", action="store_const", const=1,
+                        help="latent family: stream the DiT's blocks to the GPU one by one (a 24 GB card)")
     parser.add_argument("--config", type=Path,
                         help="TOML file of settings (see docs/configuration.md); AVATAR_* variables override it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         config = ServerConfig.load(args.config, host=args.host, port=args.port, engine=args.engine,
-                                   ray_address=args.ray_address)
+                                   ray_address=args.ray_address, family=args.family, model_dir=args.model_dir,
+                                   offload=args.offload)
     except ConfigError as exc:
         raise SystemExit(f"avatar-server: {exc}") from None
+    if args.avatar and config.family == "latent" and args.avatar.suffix.lower() in VIDEO_SUFFIXES:
+        raise SystemExit(f"avatar-server: {args.avatar}: the latent family takes photo avatars only")
     if args.avatar:
         config = replace(config, avatar=_prepare_avatar(args.avatar, config.avatars_dir))
     web.run_app(create_app(config), host=config.host, port=config.port, print=None,

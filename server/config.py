@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from engine.config import MOTION_MODELS
+from engine.config import FAMILIES, MOTION_MODELS
+from engine.families.latent.config import MODEL_LAYOUT, missing_parts
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 from server.publish.targets import Listed
 
@@ -132,6 +133,13 @@ class ServerConfig:
     """Piper voice model (.onnx); empty means the bundled joe-us voice."""
     motion_model: str = "dit"
     """Audio-to-motion: "dit" (the trained MotionDiT) or "interim" (the hand-set loudness mapping)."""
+    family: str = "cpu"
+    """Who makes the face: "cpu" (a photo's rig or a person's clip, drawn on a CPU) or "latent"
+    (SoulX-FlashHead generates it on a GPU; photo avatars only; needs model_dir)."""
+    model_dir: str = ""
+    """The latent family's downloaded checkpoints (the layout is in the README)."""
+    offload: int = 0
+    """Latent family: 1 keeps the DiT's blocks in host memory and streams them to the GPU one by one."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -149,9 +157,22 @@ class ServerConfig:
                 Listed.parse(entry)
             except ValueError as exc:
                 raise ConfigError(f"setting 'broadcast_targets': {exc}") from None
+        self._check_family()
         if self.motion_model not in MOTION_MODELS:
             raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
                               f"got {self.motion_model!r}")
+
+    def _check_family(self) -> None:
+        if self.family not in FAMILIES:
+            raise ConfigError(f"setting 'family' must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        if self.family != "latent":
+            return
+        if not self.model_dir:
+            raise ConfigError("family = latent needs 'model_dir' (AVATAR_MODEL_DIR, --model-dir): the folder the "
+                              "checkpoints were downloaded to")
+        missing = missing_parts(Path(self.model_dir))
+        if missing:
+            raise ConfigError(f"model_dir lacks {', '.join(missing)}; expected:\n{MODEL_LAYOUT}")
 
     @classmethod
     def load(cls, file: Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> ServerConfig:

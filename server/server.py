@@ -15,7 +15,8 @@ from aiohttp import web
 from aiortc import RTCSessionDescription
 
 from engine.config import EngineConfig
-from engine.families.motion.delay import motion_delay_frames
+from engine.families.motion.delay import picture_delay_frames
+from engine.families.video.reference import is_video_avatar
 from server.avatars import AvatarStore
 from server.config import ServerConfig
 from server.engines.client import Engine, EngineClient
@@ -40,12 +41,13 @@ class Server:
     def __init__(self, config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                  tts: TextToSpeech | None = None):
         self.config = config
-        self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model)
+        self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model,
+                                     family=config.family, model_dir=config.model_dir, offload=bool(config.offload))
         self.sessions: dict[str, Session] = {}
         self.metrics = Metrics(config.max_sessions, self.sessions.values, lambda: self.engine.ready_workers,
                                lambda: self.engine.load())
         self.engine = self._engine_client()
-        self.motion_delay = motion_delay_frames(self.engine_config.motion)
+        self.motion_delay = picture_delay_frames(self.engine_config)
         self.tts = tts or PiperTts(Path(config.tts_voice) if config.tts_voice else None)
         self.asr = SpeechRecognizer()
         self.llm = ChatLLM(LlmConfig(config.llm_base_url, config.llm_model, config.llm_api_key))
@@ -116,6 +118,8 @@ class Server:
     async def open_session(self, sdp: str, mode: str, avatar_id: object,
                            client: str | None) -> tuple[Session, RTCSessionDescription]:
         avatar = self.avatars.path(avatar_id)
+        if self.config.family == "latent" and is_video_avatar(avatar):
+            raise ApiError(422, "unsupported_avatar", "this server's latent family takes photo avatars only")
         self._admit(client)
         self._opening[client] = self._opening.get(client, 0) + 1  # counted while ICE gathers: no overshoot
         try:

@@ -39,7 +39,7 @@ class SessionHost:
 
     def load(self, avatar: str) -> Pipeline:
         """A new Pipeline for `avatar` (touches no state: the local worker calls it on a thread)."""
-        return pipeline_for(Path(avatar), self.config.motion)
+        return pipeline_for(Path(avatar), self.config)
 
     def pipeline(self, avatar: str) -> Pipeline:
         if avatar not in self.pipelines:

@@ -15,9 +15,17 @@ from safetensors import safe_open
 
 from engine.families.latent.audio import AudioEncoder, frame_windows, normalize
 from engine.families.latent.checkpoint import CheckpointError, load_into
-from engine.families.latent.config import TINY_AUDIO, TINY_DIT, AudioEncoderConfig, DitConfig, folder_config
+from engine.families.latent.config import (
+    TINY_AUDIO,
+    TINY_DIT,
+    TINY_VAE,
+    AudioEncoderConfig,
+    DitConfig,
+    VaeConfig,
+    folder_config,
+)
 from engine.families.latent.dit import FlashHeadDit
-from engine.families.latent.vae import TINY_VAE, VaeConfig, VideoVae
+from engine.families.latent.vae import VideoVae
 from engine.families.latent.weights import AUDIO_IGNORED, AUDIO_RENAMES
 
 pytestmark = pytest.mark.unit

@@ -14,6 +14,21 @@ from typing import Any, TypeVar
 
 C = TypeVar("C")
 
+DIT_DIR = Path("SoulX-FlashHead-1_3B/Model_Pro")
+VAE_FILE = Path("SoulX-FlashHead-1_3B/VAE_Wan/Wan2.1_VAE.pth")
+AUDIO_DIR = Path("wav2vec2-base-960h")
+MODEL_LAYOUT = """\
+    DIR/SoulX-FlashHead-1_3B/Model_Pro/              config.json, diffusion_pytorch_model*.safetensors
+    DIR/SoulX-FlashHead-1_3B/VAE_Wan/Wan2.1_VAE.pth
+    DIR/wav2vec2-base-960h/                          config.json, model.safetensors or pytorch_model.bin"""
+"""`--model-dir` as the official README's download commands leave it (both repositories Apache-2.0)."""
+
+
+def missing_parts(model_dir: Path) -> list[str]:
+    """The parts of the layout a folder lacks (checked before any worker starts)."""
+    found = [(model_dir / DIT_DIR).is_dir(), (model_dir / VAE_FILE).is_file(), (model_dir / AUDIO_DIR).is_dir()]
+    return [str(model_dir / part) for part, ok in zip((DIT_DIR, VAE_FILE, AUDIO_DIR), found) if not ok]
+
 
 def _known(cls: type, saved: dict[str, Any]) -> dict[str, Any]:
     """The saved settings `cls` has, JSON lists as tuples."""

@@ -17,11 +17,22 @@ from safetensors.torch import save_file
 from engine.accel.offload import BlockOffloader
 
 from .audio import AudioEncoder
-from .checkpoint import load_into
-from .config import LOCAL_CONFIG, AudioEncoderConfig, DitConfig, StreamConfig, VaeConfig, local_config
+from .checkpoint import CheckpointError, load_into
+from .config import (
+    AUDIO_DIR,
+    DIT_DIR,
+    LOCAL_CONFIG,
+    MODEL_LAYOUT,
+    VAE_FILE,
+    AudioEncoderConfig,
+    DitConfig,
+    StreamConfig,
+    VaeConfig,
+    local_config,
+)
 from .dit import FlashHeadDit
 from .vae import VideoVae
-from .weights import AUDIO_DIR, DIT_DIR, VAE_FILE, load_audio_encoder, load_dit
+from .weights import load_audio_encoder, load_dit
 
 
 @dataclass
@@ -60,12 +71,12 @@ def place(dit: FlashHeadDit, vae: VideoVae, audio: AudioEncoder, stream: StreamC
 
 def load_models(model_dir: Path, device: str = "auto", offload: bool = False) -> LatentModels:
     """The published checkpoints under `model_dir` (layout in weights.py)."""
-    from .checkpoint import weight_files
-
     vae_config, stream = local_config(model_dir)
     vae = VideoVae(vae_config)
     vae_path = model_dir / VAE_FILE
-    load_into(vae, weight_files(vae_path.parent) if not vae_path.is_file() else [vae_path])
+    if not vae_path.is_file():
+        raise CheckpointError(f"{vae_path} is missing (the layout under --model-dir:\n{MODEL_LAYOUT})")
+    load_into(vae, [vae_path])
     return place(load_dit(model_dir), vae, load_audio_encoder(model_dir), stream, device, offload)
 
 

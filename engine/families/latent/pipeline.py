@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from engine.core.state import RollingState
 from .models import LatentModels, load_models
 from .stages import A2VStage, LatentContextStage, RefineStage, StreamDecodeStage
 
+log = logging.getLogger("engine.latent")
+
 
 class LatentPipeline(Pipeline):
     """Its stages share one LatentSession (stages.py says why) instead of a slice each."""
@@ -27,7 +30,10 @@ class LatentPipeline(Pipeline):
 @lru_cache(maxsize=2)
 def worker_models(model_dir: str, device: str = "auto", offload: bool = False) -> LatentModels:
     """Loaded once per worker process, whatever number of avatars it serves."""
-    return load_models(Path(model_dir), device, offload)
+    models = load_models(Path(model_dir), device, offload)
+    log.info("latent family: %s on %s (%s%s)", model_dir, models.device, str(models.dtype).removeprefix("torch."),
+             ", DiT blocks offloaded" if offload else "")
+    return models
 
 
 def reference_frame(path: Path, size: int) -> np.ndarray:

@@ -1,11 +1,4 @@
-"""Where the latent family finds each published checkpoint under `--model-dir`, and how it loads them.
-
-The folder is laid out as the official README's download commands leave it:
-
-    DIR/SoulX-FlashHead-1_3B/Model_Pro/        config.json, diffusion_pytorch_model*.safetensors (Apache-2.0)
-    DIR/SoulX-FlashHead-1_3B/VAE_Wan/Wan2.1_VAE.pth                                         (Apache-2.0)
-    DIR/wav2vec2-base-960h/                    config.json, model.safetensors or pytorch_model.bin (Apache-2.0)
-"""
+"""Loading the published DiT and wav2vec2 checkpoints from `--model-dir` (layout: config.MODEL_LAYOUT)."""
 
 from __future__ import annotations
 
@@ -13,12 +6,8 @@ from pathlib import Path
 
 from .audio import AudioEncoder
 from .checkpoint import load_into, weight_files
-from .config import AudioEncoderConfig, DitConfig, folder_config
+from .config import AUDIO_DIR, DIT_DIR, AudioEncoderConfig, DitConfig, folder_config
 from .dit import FlashHeadDit
-
-DIT_DIR = Path("SoulX-FlashHead-1_3B/Model_Pro")
-VAE_FILE = Path("SoulX-FlashHead-1_3B/VAE_Wan/Wan2.1_VAE.pth")
-AUDIO_DIR = Path("wav2vec2-base-960h")
 
 AUDIO_RENAMES = {"parametrizations.weight.original0": "weight_g", "parametrizations.weight.original1": "weight_v"}
 """transformers saves the positional conv's weight norm under either name."""

@@ -5,6 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.config import EngineConfig
+
+
+def picture_delay_frames(config: EngineConfig) -> int:
+    """Frames by which the engine's pictures lag their sound: the motion model's lookahead, or
+    for the latent family the frames one generation adds (it waits for their audio)."""
+    if config.family == "latent":
+        from engine.families.latent.config import local_config
+
+        return local_config(Path(config.model_dir))[1].new_frames
+    return motion_delay_frames(config.motion)
+
 
 def motion_delay_frames(motion: str = "dit", weights: Path | None = None) -> int:
     """Frames by which a motion model's output lags the audio that drove it (its lookahead).

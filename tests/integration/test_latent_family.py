@@ -1,0 +1,61 @@
+"""A live session of the latent family: a tiny random model (its folder in the published layout)
+generates every frame on this CPU, through the real server and a real aiortc viewer."""
+
+import asyncio
+import re
+import time
+
+import aiohttp
+import numpy as np
+import pytest
+
+from avatar_client import AvatarViewer
+from testkit.server import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def latent_server(tmp_path_factory):
+    from engine.families.latent.config import TINY_AUDIO, TINY_DIT, TINY_STREAM, TINY_VAE
+    from engine.families.latent.models import write_random_model
+
+    folder = write_random_model(tmp_path_factory.mktemp("latent"), TINY_DIT, TINY_VAE, TINY_AUDIO, TINY_STREAM)
+    env = {"AVATAR_FAMILY": "latent", "AVATAR_MODEL_DIR": str(folder), "AVATAR_WORKERS": "1"}
+    with ServerProcess(env=env) as proc:
+        yield proc
+
+
+async def metric(url: str, name: str) -> float:
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as res:
+        text = await res.text()
+    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+
+async def test_generated_frames_stream_at_25_fps_and_speech_can_be_interrupted(latent_server):
+    viewer = AvatarViewer(latent_server.url)
+    await viewer.connect()
+    await viewer.record_events()
+    try:
+        await viewer.wait_frames(25, timeout=60)
+        await asyncio.sleep(3)  # past the first chunk: every frame now comes out of the VAE
+        fresh = await metric(latent_server.url, "avatar_session_fresh_fps_min")
+        assert fresh >= 24, f"the engine made {fresh} new frames a second"
+        recent = [rgb for t, rgb in viewer.received.video if t > time.monotonic() - 1]
+        changed = [np.abs(a.astype(int) - b).mean() > 1 for a, b in zip(recent, recent[1:])]
+        assert len(recent) >= 20 and np.mean(changed) > 0.8, "the generated picture changes frame to frame"
+
+        _, body = await viewer.post("speak", {"text": "This is a long answer that keeps going. " * 4})
+        await viewer.wait_event("playback_started", 30)
+        await asyncio.sleep(1.0)
+        status, _ = await viewer.post("interrupt")
+        interrupted_at = time.monotonic()
+        assert status == 202
+        event = await viewer.wait_event("interrupted", 5)
+        assert event["utterance_id"] == body["utterance_id"]
+        await asyncio.sleep(1.5)
+        late = [p for t, p in viewer.received.audio if interrupted_at + 0.5 <= t <= interrupted_at + 1.5]
+        assert late and np.sqrt(np.mean(np.concatenate(late).astype(float) ** 2)) < 30, "speech went on"
+    finally:
+        assert await viewer.close() == 204
+

@@ -1,0 +1,99 @@
+"""The latent family's chunk loop on a tiny random model, loaded from a folder in the published layout."""
+
+import resource
+
+import numpy as np
+import pytest
+
+from engine.config import SAMPLES_PER_FRAME, EngineConfig
+from engine.core.stage import AudioChunk
+from engine.families.latent.checkpoint import CheckpointError
+from engine.families.latent.config import TINY_AUDIO, TINY_DIT, TINY_STREAM, TINY_VAE, VAE_FILE
+from engine.families.latent.models import load_models, write_random_model
+from engine.families.latent.pipeline import latent_pipeline
+from engine.families.latent.stages import LatentSession, timesteps
+from engine.families.motion.delay import picture_delay_frames
+from engine.families.portrait.avatar import DEFAULT_AVATAR
+from server.config import ConfigError, ServerConfig
+
+pytestmark = pytest.mark.unit
+
+STEP = 2  # frames per request, as the server sends them
+NEW = TINY_STREAM.new_frames
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return write_random_model(tmp_path_factory.mktemp("latent"), TINY_DIT, TINY_VAE, TINY_AUDIO, TINY_STREAM)
+
+
+@pytest.fixture(scope="module")
+def pipeline(model_dir):
+    return latent_pipeline(DEFAULT_AVATAR, load_models(model_dir), size=128)
+
+
+def speech(k: int) -> np.ndarray:
+    rng = np.random.default_rng(k)
+    return (rng.standard_normal(STEP * SAMPLES_PER_FRAME) * 3000).astype(np.int16)
+
+
+def session_bytes(s: LatentSession) -> int:
+    tensors = [s.boundary, *s.tail]
+    return s.audio.nbytes + sum(t.numel() * t.element_size() for t in tensors) + sum(f.nbytes for f in s.ready)
+
+
+def test_the_schedule_is_the_official_one():
+    # flash_head_pipeline.py: [1000, 750, 500, 250, 0], shifted by 5
+    assert np.allclose(timesteps(4, 5.0), [1.0, 0.9375, 5 / 6, 0.625, 0.0])
+
+
+def test_frames_lag_their_audio_by_one_chunk_and_leave_before_the_chunk_is_decoded(pipeline):
+    state = pipeline.new_state(seed=0)
+    session: LatentSession = state.stages["context"]
+    outputs = []
+    for k in range(NEW // STEP):
+        out = pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
+        assert out.frames.shape == (STEP, 128 * 3 // 2, 128)
+        outputs.append(out.frames)
+    held = np.concatenate(outputs[:-1])
+    assert (held == held[0]).all(), "before the first chunk's audio is in, the photo is held"
+    # the request that completed the chunk's audio generated it and published its first
+    # frames after decoding 3 of its 9 latents, not all of them
+    assert session.latents_decoded == 3 and session.stream is not None
+    assert not (outputs[-1][-1] == held[0]).all()
+    for k in range(NEW // STEP, 2 * NEW // STEP):
+        pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
+    assert session.boundary.shape[2] == TINY_STREAM.boundary_latents, "the second chunk starts from re-encoded frames"
+
+
+def test_memory_is_flat_over_100_chunks(pipeline):
+    state = pipeline.new_state(seed=1)
+    session: LatentSession = state.stages["context"]
+    sizes, rss = [], []
+    for k in range(100 * NEW // STEP):
+        pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
+        if (k + 1) % (NEW // STEP) == 0:
+            sizes.append(session_bytes(session))
+            rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    assert len(set(sizes[1:])) == 1, "the session holds the same bytes after every chunk"
+    grown_kb = rss[-1] - rss[10]
+    assert grown_kb < 0.01 * rss[10], f"peak memory grew {grown_kb} kB from chunk 10 to 100"
+
+
+def test_a_folder_without_the_vae_is_refused_by_name(model_dir, tmp_path):
+    import shutil
+
+    copy = shutil.copytree(model_dir, tmp_path / "model")
+    (copy / VAE_FILE).unlink()
+    with pytest.raises(CheckpointError, match="Wan2.1_VAE.pth is missing"):
+        load_models(copy)
+    with pytest.raises(ConfigError, match="model_dir lacks .*Wan2.1_VAE.pth"):
+        ServerConfig(family="latent", model_dir=str(copy))
+    with pytest.raises(ConfigError, match="family = latent needs 'model_dir'"):
+        ServerConfig(family="latent")
+    with pytest.raises(ConfigError, match="'family' must be one of cpu, latent"):
+        ServerConfig(family="gpu")
+
+
+def test_the_server_delays_sound_by_the_frames_a_generation_adds(model_dir):
+    assert picture_delay_frames(EngineConfig(family="latent", model_dir=str(model_dir))) == NEW == 28
