@@ -137,6 +137,50 @@ def vae_case(mod: types.ModuleType) -> dict[str, torch.Tensor]:
         **{f"output.stream{i}": f for i, f in enumerate(streamed)}}
 
 
+def stream_case(root: Path, dit_mod: types.ModuleType, vae_mod: types.ModuleType) -> dict[str, torch.Tensor]:
+    """Two chunks of the official streaming loop (FlashHeadPipeline.generate: the sampler, the
+    boundary latents, decode, colour matching, the re-encoded last frames) on the tiny DiT and VAE
+    with the same seeded weights as dit.safetensors and vae.safetensors."""
+    from engine.families.latent.config import TINY_STREAM
+
+    torch.cuda.synchronize = lambda *a, **k: None  # the official loop times itself with it
+    for name in ("torchvision", "torchvision.transforms", "pyloudnorm"):
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["flash_head.utils.facecrop"] = types.ModuleType("facecrop")
+    sys.modules["flash_head.utils.facecrop"].__dict__["process_image"] = None
+    sys.path.insert(0, str(root))
+    from flash_head.src.pipeline.flash_head_pipeline import FlashHeadPipeline, timestep_transform
+
+    c, v, s = TINY_DIT, TINY_VAE, TINY_STREAM
+    dit, vae_model = official_dit(dit_mod, c), official_vae(vae_mod, v)
+    seeded_weights(dit, SEED)
+    seeded_weights(vae_model, SEED)
+    vae = object.__new__(vae_mod.WanVAE)  # the wrapper, around our tiny model instead of a file
+    vae.model, vae.parallel, vae.use_tiling = vae_model, False, False
+    vae.scale = [torch.tensor(v.latent_mean), 1 / torch.tensor(v.latent_std)]
+    pipe = object.__new__(FlashHeadPipeline)
+    pipe.model, pipe.vae, pipe.param_dtype, pipe.device, pipe.rank, pipe.model_type = dit, vae, torch.float32, \
+        "cpu", 0, "pro"
+    pipe.num_timesteps, pipe.config = 1000, types.SimpleNamespace(out_dim=c.out_dim, vae_stride=c.vae_stride)
+    pipe.frame_num, pipe.motion_frames_num, pipe.color_correction_strength = s.chunk_frames, s.boundary_frames, 1.0
+    pipe.lat_h = pipe.lat_w = s.head_size // c.vae_stride[1]
+    pipe.generator = torch.Generator("cpu").manual_seed(SEED)
+    pipe.timesteps = [timestep_transform(torch.tensor([t]), shift=s.shift) for t in [1000, 750, 500, 250, 0.0]]
+    g = torch.Generator().manual_seed(SEED + 4)
+    coarse = torch.rand(1, 3, 4, 4, generator=g) * 1.6 - 0.8  # a smooth photo: colour statistics to match
+    photo = torch.nn.functional.interpolate(coarse, size=(s.head_size,) * 2, mode="bilinear")[:, :, None]
+    pipe.original_color_reference = photo
+    with torch.no_grad():
+        pipe.ref_img_latent = vae.encode(photo.repeat(1, 1, s.chunk_frames, 1, 1))
+        pipe.latent_motion_frames = pipe.ref_img_latent[:, :1].clone()
+        out = {"input.photo": photo, "output.ref_latents": pipe.ref_img_latent}
+        for i in range(2):
+            audio = torch.randn(1, s.chunk_frames, c.audio_window, c.audio_layers, c.audio_dim, generator=g)
+            out |= {f"input.audio{i}": audio, f"output.video{i}": pipe.generate(audio),
+                    f"output.boundary{i}": pipe.latent_motion_frames.clone()}
+    return out
+
+
 def hf_audio_config(c: AudioEncoderConfig):
     from transformers import Wav2Vec2Config
 
@@ -191,6 +235,7 @@ def main() -> None:
     save_file(audio_case(args.official), args.out / "audio.safetensors",
               meta | {"config": json.dumps(asdict(TINY_AUDIO))})
     save_file(vae_case(vae_mod), args.out / "vae.safetensors", meta | {"config": json.dumps(asdict(TINY_VAE))})
+    save_file(stream_case(args.official, mod, vae_mod), args.out / "stream.safetensors", meta)
     (args.out / "manifest.json").write_text(json.dumps(manifest(mod, vae_mod), indent=0) + "\n")
     print(f"wrote {args.out}")
 

@@ -7,17 +7,21 @@ hold.
 """
 
 import json
+from collections import deque
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
 
+from engine.core.stage import AudioChunk
 from engine.families.latent.audio import AudioEncoder, frame_windows, normalize
 from engine.families.latent.checkpoint import CheckpointError, load_into
 from engine.families.latent.config import (
     TINY_AUDIO,
     TINY_DIT,
+    TINY_STREAM,
     TINY_VAE,
     AudioEncoderConfig,
     DitConfig,
@@ -141,3 +145,35 @@ def test_vae_encodes_and_decodes_as_the_official_one_and_streams_latent_by_laten
     assert [f.shape[2] for f in streamed] == [1, 4, 4]  # the first latent is one frame, each later one four
     for i, frames in enumerate(streamed):
         assert (frames - tensors[f"output.stream{i}"]).abs().max().item() <= TOLERANCE
+
+
+def test_two_chunks_of_the_streaming_loop_give_the_official_frames_and_boundaries():
+    """Sampler, boundary latents, streamed decode, colour matching and the re-encoded last frames,
+    against FlashHeadPipeline.generate on the same weights, seed and audio."""
+    from engine.families.latent.color import ColorMatch
+    from engine.families.latent.models import place
+    from engine.families.latent.stages import A2VStage, LatentSession, LatentWork, StreamDecodeStage
+
+    tensors, _ = fixture("stream.safetensors")
+    dit, vae = FlashHeadDit(TINY_DIT), VideoVae(TINY_VAE)
+    dit.load_state_dict(weights_of(fixture("dit.safetensors")[0]))
+    vae.load_state_dict(weights_of(fixture("vae.safetensors")[0]))
+    models = place(dit, vae, AudioEncoder(TINY_AUDIO), TINY_STREAM, device="cpu")
+    photo = tensors["input.photo"]
+    with torch.no_grad():
+        ref = vae.encode(photo.expand(-1, -1, TINY_STREAM.chunk_frames, -1, -1))
+    assert (ref[0] - tensors["output.ref_latents"]).abs().max() <= TOLERANCE
+    color = ColorMatch(photo)
+    decode = StreamDecodeStage(models, color)
+    a2v = A2VStage(models, ref, decode)
+    state = LatentSession(audio=np.zeros(0, np.int16), generator=torch.Generator().manual_seed(0),
+                          boundary=ref[:, :, :1].clone(), last=np.zeros(0), ready=deque(maxlen=99),
+                          tail=deque(maxlen=TINY_STREAM.boundary_frames))
+    for i in range(2):
+        work = a2v.run(LatentWork(AudioChunk(0, 2, np.zeros(0)), audio=tensors[f"input.audio{i}"]), state)
+        if i == 1:  # conditioned on chunk 0's last frames, as the official loop's motion latents
+            assert (state.boundary[0] - tensors["output.boundary0"]).abs().max() <= TOLERANCE
+        with torch.no_grad():
+            video = torch.cat([color(f) for f in vae.decode_stream(work.latents)], 2)[0]
+        assert (video - tensors[f"output.video{i}"]).abs().max() <= TOLERANCE, i
+        decode.run(work, state)  # the live path: the stream that the next chunk's boundary comes from

@@ -13,6 +13,7 @@ import torch
 from engine.core.pipeline import Pipeline
 from engine.core.state import RollingState
 
+from .color import ColorMatch
 from .models import LatentModels, load_models
 from .stages import A2VStage, LatentContextStage, RefineStage, StreamDecodeStage
 
@@ -49,16 +50,20 @@ def reference_frame(path: Path, size: int) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(scaled[top : top + size, left : left + size], cv2.COLOR_BGR2RGB))
 
 
+def photo_tensor(models: LatentModels, rgb: np.ndarray) -> torch.Tensor:
+    """[1, 3, 1, h, w] in [-1, 1] on the models' device."""
+    return (torch.from_numpy(rgb).to(models.device).permute(2, 0, 1).float() / 127.5 - 1)[None, :, None]
+
+
 @torch.inference_mode()
 def reference_latents(models: LatentModels, rgb: np.ndarray) -> torch.Tensor:
     """The photo held still for a whole chunk, encoded once per avatar: [1, z, latent frames, h, w]."""
-    frame = torch.from_numpy(rgb).to(models.device).permute(2, 0, 1).float() / 127.5 - 1
-    video = frame[None, :, None].expand(-1, -1, models.stream.chunk_frames, -1, -1)
-    return models.vae.encode(video)
+    return models.vae.encode(photo_tensor(models, rgb).expand(-1, -1, models.stream.chunk_frames, -1, -1))
 
 
 def latent_pipeline(path: Path, models: LatentModels, size: int) -> LatentPipeline:
     rgb = reference_frame(path, models.stream.head_size)
     latents = reference_latents(models, rgb)
-    return LatentPipeline([LatentContextStage(models, rgb, latents), A2VStage(models, latents),
-                           StreamDecodeStage(models), RefineStage(size)])
+    decode = StreamDecodeStage(models, ColorMatch(photo_tensor(models, rgb)))
+    return LatentPipeline([LatentContextStage(models, rgb, latents), A2VStage(models, latents, decode), decode,
+                           RefineStage(size)])

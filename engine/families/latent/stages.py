@@ -28,6 +28,7 @@ from engine.core.stage import AudioChunk, FrameChunk, Stage
 
 from .audio import SAMPLE_RATE as AUDIO_RATE
 from .audio import frame_windows, normalize
+from .color import ColorMatch
 from .models import LatentModels
 
 
@@ -110,8 +111,8 @@ class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
 
     name = "a2v"
 
-    def __init__(self, models: LatentModels, ref_latents: torch.Tensor):
-        self.models, self.ref_latents = models, ref_latents
+    def __init__(self, models: LatentModels, ref_latents: torch.Tensor, decode: StreamDecodeStage):
+        self.models, self.ref_latents, self.decode = models, ref_latents, decode
         self.schedule = timesteps(models.stream.steps, models.stream.shift)
 
     @torch.inference_mode()
@@ -119,7 +120,7 @@ class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
         if data.audio is None:
             return data
         m = self.models
-        finish_stream(state, m)
+        self.decode.finish(state)
         if len(state.tail) == state.tail.maxlen:  # the previous chunk's last frames, re-encoded
             state.boundary = m.vae.encode(torch.cat(list(state.tail), 2))
         ref = self.ref_latents.to(m.dtype)
@@ -137,44 +138,43 @@ class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
         return data
 
 
-def finish_stream(state: LatentSession, models: LatentModels) -> None:
-    """Decode what is left of the current chunk: the next chunk's boundary needs its last frames."""
-    while pull(state, models):
-        pass
-
-
-def pull(state: LatentSession, models: LatentModels) -> bool:
-    """Decode one more latent of the current chunk into `ready`; False when there is none."""
-    if state.stream is None:
-        return False
-    with torch.inference_mode():
-        frames = next(state.stream, None)
-    if frames is None:
-        state.stream = None
-        return False
-    state.latents_decoded += 1
-    for i in range(frames.shape[2]):
-        state.tail.append(frames[:, :, i : i + 1])
-    rgb = to_rgb(frames)
-    drop = min(state.skip, len(rgb))
-    state.skip -= drop
-    state.ready.extend(rgb[drop:])
-    return True
-
-
 class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
     """Starts each new chunk's decode and pulls only the frames this request publishes."""
 
     name = "decode"
 
-    def __init__(self, models: LatentModels):
-        self.models = models
+    def __init__(self, models: LatentModels, color: ColorMatch):
+        self.models, self.color = models, color
+
+    def pull(self, state: LatentSession) -> bool:
+        """Decode one more latent of the current chunk into `ready`; False when there is none."""
+        if state.stream is None:
+            return False
+        with torch.inference_mode():
+            frames = next(state.stream, None)
+            if frames is None:
+                state.stream = None
+                return False
+            frames = self.color(frames)
+        state.latents_decoded += 1
+        for i in range(frames.shape[2]):
+            state.tail.append(frames[:, :, i : i + 1])
+        rgb = to_rgb(frames)
+        drop = min(state.skip, len(rgb))
+        state.skip -= drop
+        state.ready.extend(rgb[drop:])
+        return True
+
+    def finish(self, state: LatentSession) -> None:
+        """Decode what is left of the current chunk: the next chunk's boundary needs its last frames."""
+        while self.pull(state):
+            pass
 
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         if data.latents is not None:
             stream = self.models.vae.decode_stream(data.latents.float())
             state.stream, state.skip, state.latents_decoded = stream, self.models.stream.boundary_frames, 0
-        while len(state.ready) < data.chunk.frames and pull(state, self.models):
+        while len(state.ready) < data.chunk.frames and self.pull(state):
             pass
         for _ in range(data.chunk.frames):
             state.last = state.ready.popleft() if state.ready else state.last  # held before the first chunk
