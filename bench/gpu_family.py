@@ -110,8 +110,8 @@ def cpu_baseline_fps(seconds: int = 4) -> float:
     state, pcm = pipeline.new_state(0), speech(seconds * FPS)
     start = time.perf_counter()
     for k in range(seconds * FPS // STEP):
-        pipeline.render(AudioChunk(k * STEP, STEP, pcm[k * STEP * SAMPLES_PER_FRAME:(k + 1) * STEP * SAMPLES_PER_FRAME]),
-                        state)
+        piece = pcm[k * STEP * SAMPLES_PER_FRAME:(k + 1) * STEP * SAMPLES_PER_FRAME]
+        pipeline.render(AudioChunk(k * STEP, STEP, piece), state)
     return seconds * FPS / (time.perf_counter() - start)
 
 
