@@ -97,3 +97,28 @@ def test_a_folder_without_the_vae_is_refused_by_name(model_dir, tmp_path):
 
 def test_the_server_delays_sound_by_the_frames_a_generation_adds(model_dir):
     assert picture_delay_frames(EngineConfig(family="latent", model_dir=str(model_dir))) == NEW == 28
+
+
+def test_dit_with_offloaded_blocks_gives_the_same_flow():
+    import copy
+
+    import torch
+
+    from engine.families.latent.audio import AudioEncoder
+    from engine.families.latent.dit import FlashHeadDit
+    from engine.families.latent.models import place
+    from engine.families.latent.vae import VideoVae
+
+    torch.manual_seed(0)
+    dit = FlashHeadDit(TINY_DIT).eval()
+    x, ref = torch.randn(1, 4, 3, 4, 4), torch.randn(1, 4, 3, 4, 4)
+    audio = torch.randn(1, 9, 5, TINY_DIT.audio_layers, TINY_DIT.audio_dim)
+    t = torch.tensor([900.0])
+    offloaded = place(copy.deepcopy(dit), VideoVae(TINY_VAE), AudioEncoder(TINY_AUDIO), TINY_STREAM, "cpu",
+                      offload=True)
+    assert offloaded.offloader is not None and len(offloaded.dit.blocks) == TINY_DIT.num_layers
+    with torch.no_grad():
+        plain = dit(x, t, audio, ref)
+        streamed = offloaded.dit(x, t, audio, ref, run_blocks=offloaded.offloader)
+    assert torch.equal(plain, streamed)
+    assert offloaded.offloader.peak_resident == 2  # a block computes while the next one arrives
