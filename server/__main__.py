@@ -14,6 +14,7 @@ from engine.families.video.clip import SUFFIXES as VIDEO_SUFFIXES
 from engine.version import package_version
 from server.app import create_app
 from server.config import ConfigError, ServerConfig
+from server.engines.client import EngineUnavailable
 
 # A connection that has not completed a request's headers this long after it opened
 # (or after its last response) is closed: slow or stalled clients hold no sockets.
@@ -48,8 +49,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"avatar-server: {args.avatar}: the latent family takes photo avatars only")
     if args.avatar:
         config = replace(config, avatar=_prepare_avatar(args.avatar, config.avatars_dir))
-    web.run_app(create_app(config), host=config.host, port=config.port, print=None,
-                access_log_class=PathOnlyAccessLogger, keepalive_timeout=IDLE_TIMEOUT_S)
+    try:
+        web.run_app(create_app(config), host=config.host, port=config.port, print=None,
+                    access_log_class=PathOnlyAccessLogger, keepalive_timeout=IDLE_TIMEOUT_S)
+    except EngineUnavailable as exc:  # e.g. a model folder whose weights cannot be read
+        raise SystemExit(f"avatar-server: {exc}") from None
 
 
 class PathOnlyAccessLogger(AbstractAccessLogger):

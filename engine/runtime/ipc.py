@@ -21,6 +21,14 @@ class ReadyEvent:
 
 
 @dataclass
+class StartFailedEvent:
+    """The worker could not load its default avatar (a broken model folder, say): why, in a line."""
+
+    worker: int
+    reason: str
+
+
+@dataclass
 class OpenSessionRequest:
     session_id: str
     avatar: str  # path to a prepared avatar: a portrait .png or a video .clip.npz

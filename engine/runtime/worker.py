@@ -31,6 +31,7 @@ from engine.runtime.ipc import (
     SessionErrorEvent,
     SessionOpenedEvent,
     ShutdownRequest,
+    StartFailedEvent,
 )
 
 log = logging.getLogger("engine.runtime.worker")
@@ -68,7 +69,11 @@ class EngineWorker:
             self.host.forget_idle()
 
     def serve(self) -> None:
-        self.host.pipeline(self.host.preload)
+        try:
+            self.host.pipeline(self.host.preload)
+        except Exception as exc:
+            self.conn.send(StartFailedEvent(self.index, f"{type(exc).__name__}: {exc}"))
+            raise
         self.conn.send(ReadyEvent(self.index, os.getpid()))
         try:
             while True:

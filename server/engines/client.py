@@ -33,6 +33,7 @@ from engine.runtime.ipc import (
     SessionErrorEvent,
     SessionOpenedEvent,
     ShutdownRequest,
+    StartFailedEvent,
 )
 from server.stream.link import BitrateControl
 
@@ -104,6 +105,11 @@ class WorkerHandle:
         if isinstance(message, ReadyEvent):
             if not self.ready.done():
                 self.ready.set_result(message)
+            return
+        if isinstance(message, StartFailedEvent):
+            if not self.ready.done():
+                self.ready.set_exception(EngineUnavailable("worker_failed", f"engine worker failed to start: "
+                                                           f"{message.reason}"))
             return
         session = self.sessions.get(getattr(message, "session_id", ""))
         if session is not None:
@@ -306,7 +312,11 @@ class EngineClient(Engine):
 
     async def start(self) -> None:
         self.workers = [WorkerHandle(i, self.config, self._replace) for i in range(self.count)]
-        await asyncio.wait_for(asyncio.gather(*(w.ready for w in self.workers)), READY_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(w.ready for w in self.workers)), READY_TIMEOUT_S)
+        except BaseException:  # no worker is replaced, and every ring is unlinked, on the way out
+            await self.stop()
+            raise
         log.info("engine ready: %d worker(s)", len(self.workers))
 
     def _replace(self, dead: WorkerHandle) -> None:

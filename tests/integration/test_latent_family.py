@@ -59,3 +59,22 @@ async def test_generated_frames_stream_at_25_fps_and_speech_can_be_interrupted(l
     finally:
         assert await viewer.close() == 204
 
+
+
+def test_a_model_folder_with_an_unreadable_checkpoint_stops_the_server_with_the_reason(tmp_path):
+    import subprocess
+    import sys
+
+    from engine.families.latent.config import DIT_DIR, TINY_AUDIO, TINY_DIT, TINY_STREAM, TINY_VAE
+    from engine.families.latent.models import write_random_model
+    from testkit.server import ROOT, free_port
+
+    folder = write_random_model(tmp_path, TINY_DIT, TINY_VAE, TINY_AUDIO, TINY_STREAM)
+    broken = folder / DIT_DIR / "diffusion_pytorch_model.safetensors"
+    broken.write_bytes(b"not a checkpoint")
+    run = subprocess.run([sys.executable, "-m", "server", "--family", "latent", "--model-dir", str(folder),
+                          "--port", str(free_port())], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    last = run.stderr.strip().splitlines()[-1]
+    assert run.returncode == 1 and last.startswith("avatar-server: engine worker failed to start"), run.stderr[-2000:]
+    assert str(broken) in last and "not a readable checkpoint" in last
+    assert "leaked shared_memory" not in run.stderr
