@@ -1,8 +1,7 @@
 """The latent family's chunk loop on a tiny random model, loaded from a folder in the published layout."""
 
-import resource
-
 import numpy as np
+import psutil
 import pytest
 
 from engine.config import SAMPLES_PER_FRAME, EngineConfig
@@ -69,15 +68,18 @@ def test_frames_lag_their_audio_by_one_chunk_and_leave_before_the_chunk_is_decod
 def test_memory_is_flat_over_100_chunks(pipeline):
     state = pipeline.new_state(seed=1)
     session: LatentSession = state.stages["context"]
+    process = psutil.Process()
     sizes, rss = [], []
     for k in range(100 * NEW // STEP):
         pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
         if (k + 1) % (NEW // STEP) == 0:
             sizes.append(session_bytes(session))
-            rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            rss.append(process.memory_info().rss)
     assert len(set(sizes[1:])) == 1, "the session holds the same bytes after every chunk"
-    grown_kb = rss[-1] - rss[10]
-    assert grown_kb < 0.01 * rss[10], f"peak memory grew {grown_kb} kB from chunk 10 to 100"
+    # the allocator moves RSS by +-3 % from chunk to chunk here, with no trend over 300 chunks:
+    # compare the medians of chunks 10-40 and 70-100
+    early, late = np.median(rss[10:40]), np.median(rss[70:100])
+    assert late < 1.02 * early, f"memory grew from {early / 2**20:.1f} to {late / 2**20:.1f} MB"
 
 
 def test_a_folder_without_the_vae_is_refused_by_name(model_dir, tmp_path):

@@ -60,9 +60,18 @@ class Rope3d(nn.Module):
         counts = (pairs - 2 * (pairs // 3), pairs // 3, pairs // 3)
         dims = (head_dim - 2 * (head_dim // 3), head_dim // 3, head_dim // 3)
         self.angles = [_axis_angles(d, c) for d, c in zip(dims, counts)]
+        self._made: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # a stream uses one grid
 
     def tables(self, grid: tuple[int, int, int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin for every patch token in (f h w) order: [tokens, 1, pairs]."""
+        key = (grid, str(device))
+        if key not in self._made:
+            if len(self._made) > 4:
+                self._made.clear()
+            self._made[key] = self._tables(grid, device)
+        return self._made[key]
+
+    def _tables(self, grid: tuple[int, int, int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         f, h, w = grid
         a_f, a_h, a_w = (a[:n] for a, n in zip(self.angles, grid))
         angles = torch.cat([a_f[:, None, None].expand(f, h, w, -1), a_h[None, :, None].expand(f, h, w, -1),

@@ -65,8 +65,9 @@ def place(dit: FlashHeadDit, vae: VideoVae, audio: AudioEncoder, stream: StreamC
         offloader = BlockOffloader(dit.blocks, where)
     else:
         dit.to(where, dtype)
-    # the VAE's causal convs and wav2vec2 are small: fp32 keeps their outputs exact
-    return LatentModels(dit.eval(), vae.to(where).eval(), audio.to(where).eval(), stream, where, dtype, offloader)
+    # the VAE in the DiT's precision, as the official pipeline runs it; wav2vec2 in fp32, as it does too
+    return LatentModels(dit.eval(), vae.to(where, dtype).eval(), audio.to(where).eval(), stream, where, dtype,
+                        offloader)
 
 
 def load_models(model_dir: Path, device: str = "auto", offload: bool = False) -> LatentModels:

@@ -58,7 +58,8 @@ def photo_tensor(models: LatentModels, rgb: np.ndarray) -> torch.Tensor:
 @torch.inference_mode()
 def reference_latents(models: LatentModels, rgb: np.ndarray) -> torch.Tensor:
     """The photo held still for a whole chunk, encoded once per avatar: [1, z, latent frames, h, w]."""
-    return models.vae.encode(photo_tensor(models, rgb).expand(-1, -1, models.stream.chunk_frames, -1, -1))
+    video = photo_tensor(models, rgb).expand(-1, -1, models.stream.chunk_frames, -1, -1)
+    return models.vae.encode(video.to(models.dtype))
 
 
 def latent_pipeline(path: Path, models: LatentModels, size: int) -> LatentPipeline:

@@ -172,7 +172,7 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
 
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         if data.latents is not None:
-            stream = self.models.vae.decode_stream(data.latents.float())
+            stream = self.models.vae.decode_stream(data.latents.to(self.models.dtype))
             state.stream, state.skip, state.latents_decoded = stream, self.models.stream.boundary_frames, 0
         while len(state.ready) < data.chunk.frames and self.pull(state):
             pass
