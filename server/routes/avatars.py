@@ -37,6 +37,8 @@ async def avatars_add(request: web.Request) -> web.Response:
     if request.content_type.startswith("multipart/"):
         part = await _first_file_part(request)
         if _is_video(part):
+            if server.config.family == "latent":
+                raise ApiError(422, "unsupported_avatar", "this server's latent family takes photo avatars only")
             with server.avatars.receiving():  # arriving or being checked: on disk, and not yet counted
                 clip, digest = await _save_video(part, server.avatars.upload_path(secrets.token_hex(8)))
                 described = await server.avatars.add_video(clip, digest)

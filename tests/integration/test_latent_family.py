@@ -78,3 +78,16 @@ def test_a_model_folder_with_an_unreadable_checkpoint_stops_the_server_with_the_
     assert run.returncode == 1 and last.startswith("avatar-server: engine worker failed to start"), run.stderr[-2000:]
     assert str(broken) in last and "not a readable checkpoint" in last
     assert "leaked shared_memory" not in run.stderr
+
+
+async def test_a_clip_is_refused_before_it_is_read(latent_server):
+    form = aiohttp.FormData()
+    form.add_field("video", b"\x00" * 4096, filename="me.mp4", content_type="video/mp4")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{latent_server.url}/v1/avatars") as res:
+            before = await res.json()
+        async with http.post(f"{latent_server.url}/v1/avatars", data=form) as res:
+            body = await res.json()
+            assert res.status == 422 and body["error"]["code"] == "unsupported_avatar", body
+        async with http.get(f"{latent_server.url}/v1/avatars") as res:
+            assert await res.json() == before  # nothing was kept
