@@ -92,13 +92,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int) -> 
     return rearrange(F.scaled_dot_product_attention(q, k, v), "b n s d -> b s (n d)")
 
 
-class SelfAttention(nn.Module):
+class Projections(nn.Module):
+    """q, k, v and o, with RMS-normed queries and keys (both attentions of a block)."""
+
     def __init__(self, dim: int, heads: int, eps: float):
         super().__init__()
         self.heads = heads
         self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
         self.norm_q, self.norm_k = RMSNorm(dim, eps), RMSNorm(dim, eps)
 
+
+class SelfAttention(Projections):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
         q = rotate(self.norm_q(self.q(x)).reshape(b, s, self.heads, -1), cos, sin).flatten(2)
@@ -106,13 +110,7 @@ class SelfAttention(nn.Module):
         return self.o(attention(q, k, self.v(x), self.heads))
 
 
-class CrossAttention(nn.Module):
-    def __init__(self, dim: int, heads: int, eps: float):
-        super().__init__()
-        self.heads = heads
-        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
-        self.norm_q, self.norm_k = RMSNorm(dim, eps), RMSNorm(dim, eps)
-
+class CrossAttention(Projections):
     def forward(self, x: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         q, k = self.norm_q(self.q(x)), self.norm_k(self.k(context))
         return self.o(attention(q, k, self.v(context), self.heads))
