@@ -10,6 +10,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from engine.config import FAMILIES
 from engine.families.video.clip import SUFFIXES as VIDEO_SUFFIXES
 from engine.version import package_version
 from server.app import create_app
@@ -30,9 +31,9 @@ def main(argv: list[str] | None = None) -> None:
                         "for the default avatar")
     parser.add_argument("--engine", choices=("local", "ray"), help="where engine workers run (default local)")
     parser.add_argument("--ray-address", help="the Ray cluster's head, host:port (with --engine ray)")
-    parser.add_argument("--family", choices=("cpu", "latent"),
+    parser.add_argument("--family", choices=FAMILIES,
                         help="who makes the face: cpu (default) or latent (SoulX-FlashHead on a GPU)")
-    parser.add_argument("--model-dir", help="the latent family's downloaded checkpoints (layout in the README)")
+    parser.add_argument("--model-dir", help="the latent family's downloaded checkpoints (layout: docs/latent.md)")
     parser.add_argument("--offload", action="store_const", const=1,
                         help="latent family: stream the DiT's blocks to the GPU one by one (a 24 GB card)")
     parser.add_argument("--config", type=Path,

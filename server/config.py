@@ -137,7 +137,7 @@ class ServerConfig:
     """Who makes the face: "cpu" (a photo's rig or a person's clip, drawn on a CPU) or "latent"
     (SoulX-FlashHead generates it on a GPU; photo avatars only; needs model_dir)."""
     model_dir: str = ""
-    """The latent family's downloaded checkpoints (the layout is in the README)."""
+    """The latent family's downloaded checkpoints (the layout: docs/latent.md)."""
     offload: int = 0
     """Latent family: 1 keeps the DiT's blocks in host memory and streams them to the GPU one by one."""
 

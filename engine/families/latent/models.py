@@ -71,7 +71,7 @@ def place(dit: FlashHeadDit, vae: VideoVae, audio: AudioEncoder, stream: StreamC
 
 
 def load_models(model_dir: Path, device: str = "auto", offload: bool = False) -> LatentModels:
-    """The published checkpoints under `model_dir` (layout in weights.py)."""
+    """The published checkpoints under `model_dir` (config.MODEL_LAYOUT)."""
     vae_config, stream = local_config(model_dir)
     vae = VideoVae(vae_config)
     vae_path = model_dir / VAE_FILE
