@@ -1,12 +1,25 @@
 """Process entry points (engine workers, the render CLI), importable without loading model code."""
 
+import glob
+import os
 from typing import Any
 
 from engine.threads import single_threaded
 
 
+def visible_gpu(index: int, gpus: int, environ: dict[str, str]) -> str | None:
+    """The GPU engine worker `index` should see: one worker per GPU (the default number of
+    workers), unless the operator (or Ray) chose the devices already."""
+    if gpus < 2 or "CUDA_VISIBLE_DEVICES" in environ:
+        return None
+    return str(index % gpus)
+
+
 def run_worker(*args: Any) -> None:  # engine.runtime.worker.main's arguments, passed through
     single_threaded()
+    gpu = visible_gpu(args[0], len(glob.glob("/dev/nvidia[0-9]*")), dict(os.environ))
+    if gpu is not None:  # before torch initialises CUDA
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     from engine.runtime.worker import main
 
     main(*args)

@@ -124,3 +124,11 @@ def test_dit_with_offloaded_blocks_gives_the_same_flow():
         streamed = offloaded.dit(x, t, audio, ref, run_blocks=offloaded.offloader)
     assert torch.equal(plain, streamed)
     assert offloaded.offloader.peak_resident == 2  # a block computes while the next one arrives
+
+
+def test_each_engine_worker_sees_its_own_gpu():
+    from engine.runtime.entry import visible_gpu
+
+    assert [visible_gpu(i, 4, {}) for i in range(5)] == ["0", "1", "2", "3", "0"]
+    assert visible_gpu(1, 1, {}) is None  # one device: nothing to choose
+    assert visible_gpu(1, 4, {"CUDA_VISIBLE_DEVICES": "2"}) is None  # chosen by the operator or Ray
