@@ -132,3 +132,26 @@ def test_each_engine_worker_sees_its_own_gpu():
     assert [visible_gpu(i, 4, {}) for i in range(5)] == ["0", "1", "2", "3", "0"]
     assert visible_gpu(1, 1, {}) is None  # one device: nothing to choose
     assert visible_gpu(1, 4, {"CUDA_VISIBLE_DEVICES": "2"}) is None  # chosen by the operator or Ray
+
+
+def test_a_carried_decode_cache_decodes_only_the_new_latents_and_holds_no_frame(model_dir):
+    from dataclasses import replace
+
+    models = load_models(model_dir)
+    models = replace(models, stream=replace(models.stream, carry_decode_cache=True))
+    pipeline = latent_pipeline(DEFAULT_AVATAR, models, size=128)
+    state = pipeline.new_state(seed=2)
+    session: LatentSession = state.stages["context"]
+    frames, caches, decoded = [], [], []
+    for k in range(4 * NEW // STEP):
+        frames.extend(pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state).frames)
+        if (k + 1) % (NEW // STEP) == 0 and k > NEW // STEP:
+            caches.append(session.cache)
+        if (k + 2) % (NEW // STEP) == 0 and k > NEW // STEP:  # the request before a chunk is due
+            pipeline.stages[2].finish(session)
+            decoded.append(session.latents_decoded)
+    # the first chunk decodes all 9 latents (its boundary is the photo), each later one 9 - 2
+    assert decoded == [9, 9 - TINY_STREAM.boundary_latents, 9 - TINY_STREAM.boundary_latents]
+    assert all(c is caches[0] for c in caches), "one cache, carried"
+    later = frames[NEW:]
+    assert all((a != b).any() for a, b in zip(later, later[1:])), "no frame held between chunks"

@@ -136,6 +136,10 @@ class StreamConfig:
     head_size: int = 512
     """The generated square face, in pixels."""
     temporal_stride: int = 4
+    carry_decode_cache: bool = False
+    """Decode only each chunk's new latents, continuing the previous chunk's causal cache (7 of 9
+    latents decoded, no seam of a fresh cache), instead of the official per-chunk decode that
+    the published model was validated with."""
 
     @property
     def boundary_frames(self) -> int:

@@ -30,6 +30,7 @@ from .audio import SAMPLE_RATE as AUDIO_RATE
 from .audio import frame_windows, normalize
 from .color import ColorMatch
 from .models import LatentModels
+from .vae import TimeCache
 
 
 @dataclass
@@ -46,6 +47,7 @@ class LatentSession:
     ready: deque[np.ndarray] = field(default_factory=deque)  # decoded, not yet published
     tail: deque[torch.Tensor] = field(default_factory=deque)  # the last decoded frames
     latents_decoded: int = 0  # of the current chunk (how far the stream has run)
+    cache: TimeCache | None = None  # the decoder's last frames, carried across chunks (carry_decode_cache)
 
 
 @dataclass
@@ -165,6 +167,19 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
         state.ready.extend(rgb[drop:])
         return True
 
+    def start(self, latents: torch.Tensor, state: LatentSession) -> None:
+        """A new chunk's decode. Either from a fresh cache, dropping its boundary frames (shown
+        already), as the official model decodes; or, with `carry_decode_cache`, only its new
+        latents, continuing the previous chunk's causal cache (the boundary is not decoded again)."""
+        s = self.models.stream
+        if s.carry_decode_cache and state.cache is not None:
+            stream = self.models.vae.decode_stream(latents[:, :, s.boundary_latents:], state.cache)
+            state.stream, state.skip = stream, 0
+        else:
+            state.cache = TimeCache() if s.carry_decode_cache else None
+            state.stream, state.skip = self.models.vae.decode_stream(latents, state.cache), s.boundary_frames
+        state.latents_decoded = 0
+
     def finish(self, state: LatentSession) -> None:
         """Decode what is left of the current chunk: the next chunk's boundary needs its last frames."""
         while self.pull(state):
@@ -172,8 +187,7 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
 
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         if data.latents is not None:
-            stream = self.models.vae.decode_stream(data.latents.to(self.models.dtype))
-            state.stream, state.skip, state.latents_decoded = stream, self.models.stream.boundary_frames, 0
+            self.start(data.latents.to(self.models.dtype), state)
         while len(state.ready) < data.chunk.frames and self.pull(state):
             pass
         for _ in range(data.chunk.frames):

@@ -255,10 +255,11 @@ class VideoVae(nn.Module):
         mu = self.conv1(torch.cat(parts, 2)).chunk(2, dim=1)[0]
         return (mu - self.mean.to(mu.dtype)) / self.std.to(mu.dtype)
 
-    def decode_stream(self, latents: torch.Tensor) -> Iterator[torch.Tensor]:
-        """Each latent's frames in [-1, 1] as soon as they are decoded (1, then 4 per latent)."""
+    def decode_stream(self, latents: torch.Tensor, cache: TimeCache | None = None) -> Iterator[torch.Tensor]:
+        """Each latent's frames in [-1, 1] as soon as they are decoded: 1, then 4 per latent; or 4
+        for every latent when `cache` continues an earlier decode (its last frames, kept there)."""
         x = self.conv2(latents * self.std.to(latents.dtype) + self.mean.to(latents.dtype))
-        cache = TimeCache()
+        cache = cache if cache is not None else TimeCache()
         for i in range(x.shape[2]):
             cache.rewind()
             yield self.decoder(x[:, :, i : i + 1], cache).clamp(-1, 1)
