@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
 
 from media.clock import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
 
-__all__ = ["FPS", "SAMPLE_RATE", "SAMPLES_PER_FRAME", "MOTION_MODELS", "FAMILIES", "EngineConfig"]
+__all__ = ["FPS", "SAMPLE_RATE", "SAMPLES_PER_FRAME", "MOTION_MODELS", "FAMILIES", "EngineConfig", "nvidia_gpus"]
 MOTION_MODELS = ("dit", "interim")
 FAMILIES = ("cpu", "latent")
+
+
+def nvidia_gpus() -> int:
+    """NVIDIA devices on this machine, counted without importing torch (the server never does)."""
+    return len(glob.glob("/dev/nvidia[0-9]*"))
 
 
 @dataclass(frozen=True)

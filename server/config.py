@@ -7,13 +7,12 @@ Unknown keys and unparsable values are errors that name the key, not silent defa
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from engine.config import FAMILIES, MOTION_MODELS
+from engine.config import FAMILIES, MOTION_MODELS, nvidia_gpus
 from engine.families.latent.config import MODEL_LAYOUT, missing_parts
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 from server.publish.targets import Listed
@@ -23,7 +22,7 @@ def _default_workers() -> int:
     """One per NVIDIA GPU, else 1.
 
     The devices are counted without importing torch."""
-    return max(1, len(glob.glob("/dev/nvidia[0-9]*")))
+    return max(1, nvidia_gpus())
 
 
 def _default_max_sessions() -> int:
@@ -31,7 +30,7 @@ def _default_max_sessions() -> int:
 
     On a CPU one 512x512 session costs about two thirds of a core (renderer, encoder, RTP;
     bench/load.py measures it); on GPUs, four per device until measured otherwise."""
-    gpus = len(glob.glob("/dev/nvidia[0-9]*"))
+    gpus = nvidia_gpus()
     return 4 * gpus if gpus else max(1, os.cpu_count() or 1)
 
 

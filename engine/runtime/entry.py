@@ -1,9 +1,9 @@
 """Process entry points (engine workers, the render CLI), importable without loading model code."""
 
-import glob
 import os
 from typing import Any
 
+from engine.config import nvidia_gpus
 from engine.threads import single_threaded
 
 
@@ -17,7 +17,7 @@ def visible_gpu(index: int, gpus: int, environ: dict[str, str]) -> str | None:
 
 def run_worker(*args: Any) -> None:  # engine.runtime.worker.main's arguments, passed through
     single_threaded()
-    gpu = visible_gpu(args[0], len(glob.glob("/dev/nvidia[0-9]*")), dict(os.environ))
+    gpu = visible_gpu(args[0], nvidia_gpus(), dict(os.environ))
     if gpu is not None:  # before torch initialises CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     from engine.runtime.worker import main

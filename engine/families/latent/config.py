@@ -72,7 +72,6 @@ class DitConfig:
         return self.dim // self.num_heads
 
 
-
 TINY_DIT = DitConfig(dim=48, in_dim=8, ffn_dim=96, out_dim=4, text_dim=16, freq_dim=32, num_heads=2,
                      num_layers=2, audio_layers=2, audio_dim=16, audio_hidden=24, audio_tokens=4)
 """head_dim 24 splits evenly into the rotary embedding's three axes (8 + 8 + 8)."""

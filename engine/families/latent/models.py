@@ -17,12 +17,10 @@ from safetensors.torch import save_file
 from engine.accel.offload import BlockOffloader
 
 from .audio import AudioEncoder
-from .checkpoint import CheckpointError, load_into
 from .config import (
     AUDIO_DIR,
     DIT_DIR,
     LOCAL_CONFIG,
-    MODEL_LAYOUT,
     VAE_FILE,
     AudioEncoderConfig,
     DitConfig,
@@ -32,7 +30,7 @@ from .config import (
 )
 from .dit import FlashHeadDit
 from .vae import VideoVae
-from .weights import load_audio_encoder, load_dit
+from .weights import load_audio_encoder, load_dit, load_vae
 
 
 @dataclass
@@ -73,11 +71,7 @@ def place(dit: FlashHeadDit, vae: VideoVae, audio: AudioEncoder, stream: StreamC
 def load_models(model_dir: Path, device: str = "auto", offload: bool = False) -> LatentModels:
     """The published checkpoints under `model_dir` (config.MODEL_LAYOUT)."""
     vae_config, stream = local_config(model_dir)
-    vae = VideoVae(vae_config)
-    vae_path = model_dir / VAE_FILE
-    if not vae_path.is_file():
-        raise CheckpointError(f"{vae_path} is missing (the layout under --model-dir:\n{MODEL_LAYOUT})")
-    load_into(vae, [vae_path])
+    vae = load_vae(model_dir, vae_config)
     return place(load_dit(model_dir), vae, load_audio_encoder(model_dir), stream, device, offload)
 
 

@@ -56,15 +56,16 @@ def photo_tensor(models: LatentModels, rgb: np.ndarray) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def reference_latents(models: LatentModels, rgb: np.ndarray) -> torch.Tensor:
+def reference_latents(models: LatentModels, photo: torch.Tensor) -> torch.Tensor:
     """The photo held still for a whole chunk, encoded once per avatar: [1, z, latent frames, h, w]."""
-    video = photo_tensor(models, rgb).expand(-1, -1, models.stream.chunk_frames, -1, -1)
+    video = photo.expand(-1, -1, models.stream.chunk_frames, -1, -1)
     return models.vae.encode(video.to(models.dtype))
 
 
 def latent_pipeline(path: Path, models: LatentModels, size: int) -> LatentPipeline:
     rgb = reference_frame(path, models.stream.head_size)
-    latents = reference_latents(models, rgb)
-    decode = StreamDecodeStage(models, ColorMatch(photo_tensor(models, rgb)))
+    photo = photo_tensor(models, rgb)
+    latents = reference_latents(models, photo)
+    decode = StreamDecodeStage(models, ColorMatch(photo))
     return LatentPipeline([LatentContextStage(models, rgb, latents), A2VStage(models, latents, decode), decode,
                            RefineStage(size)])

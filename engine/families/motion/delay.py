@@ -1,4 +1,5 @@
-"""How far a motion model's output lags the audio that drove it, known without loading it."""
+"""How far the engine's pictures lag the audio that drove them (a motion model's lookahead, or a
+latent chunk), known without loading any model: the server asks it for its delay line."""
 
 from __future__ import annotations
 
