@@ -14,7 +14,7 @@ from engine.config import FAMILIES
 from engine.families.video.clip import SUFFIXES as VIDEO_SUFFIXES
 from engine.version import package_version
 from server.app import create_app
-from server.config import ConfigError, ServerConfig
+from server.config import PHOTOS_ONLY, ConfigError, ServerConfig
 from server.engines.client import EngineUnavailable
 
 # A connection that has not completed a request's headers this long after it opened
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> None:
                                    offload=args.offload)
     except ConfigError as exc:
         raise SystemExit(f"avatar-server: {exc}") from None
-    if args.avatar and config.family == "latent" and args.avatar.suffix.lower() in VIDEO_SUFFIXES:
-        raise SystemExit(f"avatar-server: {args.avatar}: the latent family takes photo avatars only")
+    if args.avatar and config.photos_only and args.avatar.suffix.lower() in VIDEO_SUFFIXES:
+        raise SystemExit(f"avatar-server: {args.avatar}: {PHOTOS_ONLY}")
     if args.avatar:
         config = replace(config, avatar=_prepare_avatar(args.avatar, config.avatars_dir))
     try:

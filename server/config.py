@@ -17,11 +17,11 @@ from engine.families.latent.config import MODEL_LAYOUT, missing_parts
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 from server.publish.targets import Listed
 
+PHOTOS_ONLY = "this server's latent family takes photo avatars only"
+
 
 def _default_workers() -> int:
-    """One per NVIDIA GPU, else 1.
-
-    The devices are counted without importing torch."""
+    """One per NVIDIA GPU, else 1."""
     return max(1, nvidia_gpus())
 
 
@@ -160,6 +160,12 @@ class ServerConfig:
         if self.motion_model not in MOTION_MODELS:
             raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
                               f"got {self.motion_model!r}")
+
+    @property
+    def photos_only(self) -> bool:
+        """The latent family draws from a photo: clips are refused at upload, at a session's
+        start and as --avatar (PHOTOS_ONLY says why)."""
+        return self.family == "latent"
 
     def _check_family(self) -> None:
         if self.family not in FAMILIES:

@@ -18,7 +18,7 @@ from engine.config import EngineConfig
 from engine.families.motion.delay import picture_delay_frames
 from engine.families.video.reference import is_video_avatar
 from server.avatars import AvatarStore
-from server.config import ServerConfig
+from server.config import PHOTOS_ONLY, ServerConfig
 from server.engines.client import Engine, EngineClient
 from server.errors import ApiError
 from server.metrics import Metrics
@@ -118,8 +118,8 @@ class Server:
     async def open_session(self, sdp: str, mode: str, avatar_id: object,
                            client: str | None) -> tuple[Session, RTCSessionDescription]:
         avatar = self.avatars.path(avatar_id)
-        if self.config.family == "latent" and is_video_avatar(avatar):
-            raise ApiError(422, "unsupported_avatar", "this server's latent family takes photo avatars only")
+        if self.config.photos_only and is_video_avatar(avatar):
+            raise ApiError(422, "unsupported_avatar", PHOTOS_ONLY)
         self._admit(client)
         self._opening[client] = self._opening.get(client, 0) + 1  # counted while ICE gathers: no overshoot
         try:

@@ -11,6 +11,7 @@ from aiohttp import BodyPartReader, web
 
 from engine.families.video.clip import SUFFIXES as CLIP_SUFFIXES
 from server.avatars import MAX_UPLOAD_BYTES, MAX_VIDEO_BYTES
+from server.config import PHOTOS_ONLY
 from server.errors import BODY_IDLE_S, ApiError, read_body
 from server.server import SERVER
 
@@ -37,8 +38,8 @@ async def avatars_add(request: web.Request) -> web.Response:
     if request.content_type.startswith("multipart/"):
         part = await _first_file_part(request)
         if _is_video(part):
-            if server.config.family == "latent":
-                raise ApiError(422, "unsupported_avatar", "this server's latent family takes photo avatars only")
+            if server.config.photos_only:
+                raise ApiError(422, "unsupported_avatar", PHOTOS_ONLY)
             with server.avatars.receiving():  # arriving or being checked: on disk, and not yet counted
                 clip, digest = await _save_video(part, server.avatars.upload_path(secrets.token_hex(8)))
                 described = await server.avatars.add_video(clip, digest)
