@@ -153,6 +153,7 @@ def test_two_chunks_of_the_streaming_loop_give_the_official_frames_and_boundarie
     from engine.families.latent.color import ColorMatch
     from engine.families.latent.models import place
     from engine.families.latent.stages import A2VStage, LatentSession, LatentWork, StreamDecodeStage
+    from media.resample import MonoResampler
 
     tensors, _ = fixture("stream.safetensors")
     dit, vae = FlashHeadDit(TINY_DIT), VideoVae(TINY_VAE)
@@ -166,7 +167,8 @@ def test_two_chunks_of_the_streaming_loop_give_the_official_frames_and_boundarie
     color = ColorMatch(photo)
     decode = StreamDecodeStage(models, color)
     a2v = A2VStage(models, ref, decode)
-    state = LatentSession(audio=np.zeros(0, np.int16), generator=torch.Generator().manual_seed(0),
+    state = LatentSession(audio=np.zeros(0, np.int16), resampler=MonoResampler(16000),
+                          generator=torch.Generator().manual_seed(0),
                           boundary=ref[:, :, :1].clone(), last=np.zeros(0), ready=deque(maxlen=99),
                           tail=deque(maxlen=TINY_STREAM.boundary_frames))
     for i in range(2):

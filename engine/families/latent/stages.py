@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 import torch
-from scipy.signal import resample_poly
 
 from engine.config import FPS, SAMPLE_RATE
 from engine.core.stage import AudioChunk, FrameChunk, Stage
+from media.resample import MonoResampler
 
 from .audio import SAMPLE_RATE as AUDIO_RATE
 from .audio import frame_windows, normalize
@@ -37,7 +37,8 @@ from .vae import TimeCache
 class LatentSession:
     """Everything a session keeps between requests; every size is fixed by the config."""
 
-    audio: np.ndarray  # the last audio_cache_s of 48 kHz int16 PCM
+    audio: np.ndarray  # the last audio_cache_s at 16 kHz, int16 (what wav2vec2 hears)
+    resampler: MonoResampler  # 48 -> 16 kHz, streaming: each request's audio is resampled once
     generator: torch.Generator
     boundary: torch.Tensor  # [1, z, <= boundary_latents, h, w]: the head of the next chunk
     last: np.ndarray  # the frame published last (RGB, head size); repeated until the first chunk
@@ -83,15 +84,16 @@ class LatentContextStage(Stage[AudioChunk, LatentWork, LatentSession]):
     def new_state(self, seed: int) -> LatentSession:
         m = self.models
         return LatentSession(
-            audio=np.zeros(self.stream.audio_cache_s * SAMPLE_RATE, np.int16),
+            audio=np.zeros(self.stream.audio_cache_s * AUDIO_RATE, np.int16), resampler=MonoResampler(AUDIO_RATE),
             generator=torch.Generator(m.device).manual_seed(seed),
             boundary=self.ref_latents[:, :, :1].clone(), last=self.reference,
             ready=deque(maxlen=2 * self.stream.chunk_frames), tail=deque(maxlen=self.stream.boundary_frames))
 
     def run(self, data: AudioChunk, state: LatentSession) -> LatentWork:
-        n = len(data.pcm)
-        state.audio[:-n] = state.audio[n:]
-        state.audio[-n:] = data.pcm
+        pcm16 = state.resampler.pcm(data.pcm, SAMPLE_RATE)
+        if n := len(pcm16):
+            state.audio[:-n] = state.audio[n:]
+            state.audio[-n:] = pcm16
         state.pending += data.frames
         if state.pending < self.stream.new_frames:
             return LatentWork(data)
@@ -99,12 +101,12 @@ class LatentContextStage(Stage[AudioChunk, LatentWork, LatentSession]):
         return LatentWork(data, audio=self.windows(state.audio))
 
     @torch.inference_mode()
-    def windows(self, pcm48: np.ndarray) -> torch.Tensor:
+    def windows(self, pcm16: np.ndarray) -> torch.Tensor:
         """wav2vec2 over the whole ring (as the official streaming does), the last chunk's frames."""
         m = self.models
-        pcm16 = resample_poly(pcm48.astype(np.float32) / 32768, AUDIO_RATE, SAMPLE_RATE).astype(np.float32)
-        frames = len(pcm48) * FPS // SAMPLE_RATE
-        features = m.audio(normalize(torch.from_numpy(pcm16)[None].to(m.device)), frames)[0]
+        frames = len(pcm16) * FPS // AUDIO_RATE
+        audio = torch.from_numpy(pcm16.astype(np.float32) / 32768)[None].to(m.device)
+        features = m.audio(normalize(audio), frames)[0]
         return frame_windows(features, m.dit.config.audio_window)[-self.stream.chunk_frames:][None]
 
 
