@@ -157,7 +157,6 @@ class Resample(nn.Module):
             kept = torch.cat([earlier, kept], 2)
         y = self.time_conv(x) if before is TimeCache.FIRST else self.time_conv(x, before)
         cache.put(kept)
-        b, c, t, h, w = x.shape
         return rearrange(y, "b (two c) t h w -> b c (t two) h w", two=2)
 
     def _halve_frames(self, x: torch.Tensor, cache: TimeCache) -> torch.Tensor:
@@ -263,6 +262,3 @@ class VideoVae(nn.Module):
         for i in range(x.shape[2]):
             cache.rewind()
             yield self.decoder(x[:, :, i : i + 1], cache).clamp(-1, 1)
-
-    def decode(self, latents: torch.Tensor) -> torch.Tensor:
-        return torch.cat(list(self.decode_stream(latents)), 2)
