@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.signal as ss
@@ -50,7 +51,7 @@ def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
 
 
 def probe(cache: Path) -> dict:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for clip in held_out():
         with np.load(cache / "real" / f"{clip.name}.npz") as d:
             pcm, opening = d["pcm"], mouth_measures(d["landmarks"])["opening"]
