@@ -169,13 +169,15 @@ def test_two_chunks_of_the_streaming_loop_give_the_official_frames_and_boundarie
     a2v = A2VStage(models, ref, decode)
     state = LatentSession(audio=np.zeros(0, np.int16), resampler=MonoResampler(16000),
                           generator=torch.Generator().manual_seed(0),
-                          boundary=ref[:, :, :1].clone(), last=np.zeros(0), ready=deque(maxlen=99),
+                          boundary=ref[:, :, :1].clone(), last=np.zeros(0), held=0, ready=deque(maxlen=99),
                           tail=deque(maxlen=TINY_STREAM.boundary_frames))
     for i in range(2):
-        work = a2v.run(LatentWork(AudioChunk(0, 2, np.zeros(0)), audio=tensors[f"input.audio{i}"]), state)
+        a2v.run(LatentWork(AudioChunk(0, 2, np.zeros(0)), audio=tensors[f"input.audio{i}"]), state)
+        assert state.generation is not None
+        latents = state.generation.result()
         if i == 1:  # conditioned on chunk 0's last frames, as the official loop's motion latents
             assert (state.boundary[0] - tensors["output.boundary0"]).abs().max() <= TOLERANCE
         with torch.no_grad():
-            video = torch.cat([color(f) for f in vae.decode_stream(work.latents)], 2)[0]
+            video = torch.cat([color(f) for f in vae.decode_stream(latents)], 2)[0]
         assert (video - tensors[f"output.video{i}"]).abs().max() <= TOLERANCE, i
-        decode.run(work, state)  # the live path: the stream that the next chunk's boundary comes from
+        decode.collect(state, wait=True)  # the live path: the stream that the next chunk's boundary comes from

@@ -1,5 +1,7 @@
 """The latent family's chunk loop on a tiny random model, loaded from a folder in the published layout."""
 
+import threading
+
 import numpy as np
 import psutil
 import pytest
@@ -19,6 +21,8 @@ pytestmark = pytest.mark.unit
 
 STEP = 2  # frames per request, as the server sends them
 NEW = TINY_STREAM.new_frames
+LEAD = TINY_STREAM.generation_lead
+DELAY = TINY_STREAM.delay_frames
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +41,15 @@ def speech(k: int) -> np.ndarray:
 
 
 def session_bytes(s: LatentSession) -> int:
+    settled(s)
     tensors = [s.boundary, *s.tail]
     return s.audio.nbytes + sum(t.numel() * t.element_size() for t in tensors) + sum(f.nbytes for f in s.ready)
+
+
+def settled(s: LatentSession) -> None:
+    """Waits for a chunk being generated: the sampler thread writes its boundary."""
+    if s.generation is not None:
+        s.generation.result()
 
 
 def test_the_schedule_is_the_official_one():
@@ -46,23 +57,45 @@ def test_the_schedule_is_the_official_one():
     assert np.allclose(timesteps(4, 5.0), [1.0, 0.9375, 5 / 6, 0.625, 0.0])
 
 
-def test_frames_lag_their_audio_by_one_chunk_and_leave_before_the_chunk_is_decoded(pipeline):
+def test_frames_lag_their_audio_by_a_chunk_and_the_lead_and_leave_before_the_chunk_is_decoded(pipeline):
     state = pipeline.new_state(seed=0)
     session: LatentSession = state.stages["context"]
-    outputs = []
-    for k in range(NEW // STEP):
-        out = pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
-        assert out.frames.shape == (STEP, 128 * 3 // 2, 128)
-        outputs.append(out.frames)
-    held = np.concatenate(outputs[:-1])
-    assert (held == held[0]).all(), "before the first chunk's audio is in, the photo is held"
-    # the request that completed the chunk's audio generated it and published its first
-    # frames after decoding 3 of its 9 latents, not all of them
-    assert session.latents_decoded == 3 and session.stream is not None
-    assert not (outputs[-1][-1] == held[0]).all()
-    for k in range(NEW // STEP, 2 * NEW // STEP):
+    outputs = [pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state).frames for k in range(DELAY // STEP)]
+    assert outputs[0].shape == (STEP, 128 * 3 // 2, 128)
+    held = np.concatenate(outputs)
+    assert (held == held[0]).all(), "until the delay has passed, the photo is held"
+    first = pipeline.render(AudioChunk(DELAY, STEP, speech(DELAY // STEP)), state).frames
+    assert not (first == held[0]).all(), "then the first chunk's first frames"
+    assert session.latents_decoded == 3, "published after decoding 3 of its 9 latents, not all of them"
+    for k in range(DELAY // STEP + 1, 2 * NEW // STEP + LEAD // STEP):
         pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
+    settled(session)
     assert session.boundary.shape[2] == TINY_STREAM.boundary_latents, "the second chunk starts from re-encoded frames"
+
+
+def test_a_chunk_is_generated_in_the_background_while_the_last_one_plays(model_dir):
+    models = load_models(model_dir)
+    pipeline = latent_pipeline(DEFAULT_AVATAR, models, size=128)
+    gate, entered, sample = threading.Event(), threading.Event(), models.dit.forward
+
+    def gated(*args, **kwargs):
+        entered.set()
+        assert gate.wait(60), "the test never opened the gate"
+        return sample(*args, **kwargs)
+
+    models.dit.forward = gated  # type: ignore[method-assign]
+    state = pipeline.new_state(seed=3)
+    session: LatentSession = state.stages["context"]
+    for k in range(DELAY // STEP):  # the first chunk's audio completes at NEW; its frames are due at DELAY
+        photo = pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state).frames[0]
+        if k == NEW // STEP - 1:
+            assert entered.wait(60), "the chunk was handed to the sampler when its audio was complete"
+    assert session.generation is not None and not session.generation.done(), \
+        "every request of the lead returned while the DiT was still held"
+    gate.set()
+    frames = pipeline.render(AudioChunk(DELAY, STEP, speech(DELAY // STEP)), state).frames
+    assert session.generation is None and not (frames == photo).all(), "its frames came when they were due"
+    assert session.generation_s > 0
 
 
 def test_memory_is_flat_over_100_chunks(pipeline):
@@ -98,7 +131,7 @@ def test_a_folder_without_the_vae_is_refused_by_name(model_dir, tmp_path):
 
 
 def test_the_server_delays_sound_by_the_frames_a_generation_adds(model_dir):
-    assert picture_delay_frames(EngineConfig(family="latent", model_dir=str(model_dir))) == NEW == 28
+    assert picture_delay_frames(EngineConfig(family="latent", model_dir=str(model_dir))) == DELAY == 28 + 8
 
 
 def test_dit_with_offloaded_blocks_gives_the_same_flow():
@@ -153,5 +186,5 @@ def test_a_carried_decode_cache_decodes_only_the_new_latents_and_holds_no_frame(
     # the first chunk decodes all 9 latents (its boundary is the photo), each later one 9 - 2
     assert decoded == [9, 9 - TINY_STREAM.boundary_latents, 9 - TINY_STREAM.boundary_latents]
     assert all(c is caches[0] for c in caches), "one cache, carried"
-    later = frames[NEW:]
+    later = frames[DELAY:]
     assert all((a != b).any() for a, b in zip(later, later[1:])), "no frame held between chunks"

@@ -139,6 +139,12 @@ class StreamConfig:
     """Decode only each chunk's new latents, continuing the previous chunk's causal cache (7 of 9
     latents decoded, no seam of a fresh cache), instead of the official per-chunk decode that
     the published model was validated with."""
+    generation_lead: int = 8
+    """Frames of the previous chunk still to show when the next chunk's audio is complete: its
+    generation runs in the background meanwhile, so it must take under this (320 ms) or the
+    stream waits for the rest. A slower card sets more in latent.json ({"stream":
+    {"generation_lead": 20}}); each frame adds 40 ms of delay. At 8 the first generated frame
+    is due 1.44 s after its sound (36 frames)."""
 
     @property
     def boundary_frames(self) -> int:
@@ -146,8 +152,14 @@ class StreamConfig:
 
     @property
     def new_frames(self) -> int:
-        """Frames each generation adds to the stream; also how far the picture lags its sound."""
+        """Frames each generation adds to the stream."""
         return self.chunk_frames - self.boundary_frames
+
+    @property
+    def delay_frames(self) -> int:
+        """How far the picture lags its sound: a chunk's new frames wait for their audio, then
+        for the generation's lead."""
+        return self.new_frames + self.generation_lead
 
 
 TINY_STREAM = StreamConfig(audio_cache_s=2, head_size=32)

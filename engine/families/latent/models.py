@@ -8,7 +8,8 @@ blocks of the DiT at a time. On a CPU everything is fp32.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -42,6 +43,9 @@ class LatentModels:
     device: torch.device
     dtype: torch.dtype
     offloader: BlockOffloader | None = None
+    sampler: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="latent-a2v"))
+    """The one thread that generates chunks, in the background of the requests: the DiT (and its
+    offloader's prefetch) serves one chunk at a time, whichever session or avatar it is for."""
 
 
 def pick_device(name: str = "auto") -> torch.device:

@@ -2,11 +2,14 @@
 
 Requests stay as small as for the CPU families (a few frames of audio each). Audio collects
 in a fixed ring; once a chunk's worth of new frames (28) has arrived, the context stage turns
-the ring into wav2vec2 windows, the A2V stage samples the chunk's latents (4 flow-matching
-steps, its first latents the previous chunk's boundary: our N chunks), and the decode stage
-starts a latent-by-latent stream that each later request pulls only as many frames from as it
-publishes. So the picture lags its sound by `StreamConfig.new_frames`, the server's delay line
-matches that, and the first frames of a chunk leave before its last latent is decoded.
+the ring into wav2vec2 windows and the A2V stage hands the chunk to the models' sampler thread
+(the previous chunk's boundary re-encoded, then 4 flow-matching steps: our N chunks) and
+returns at once. Meanwhile the requests keep showing the previous chunk's last
+`StreamConfig.generation_lead` frames; when they run out, the decode stage starts a
+latent-by-latent stream of the new chunk and each request pulls only as many frames from it as
+it publishes. So the picture lags its sound by `StreamConfig.delay_frames` (the server's delay
+line matches that), no request waits for a generation that finishes within the lead, and the
+first frames of a chunk leave before its last latent is decoded.
 
 All stages share one `LatentSession`: the boundary the A2V stage conditions on is made from
 the frames the decode stage produced last.
@@ -14,8 +17,10 @@ the frames the decode stage produced last.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import cv2
@@ -40,9 +45,12 @@ class LatentSession:
     audio: np.ndarray  # the last audio_cache_s at 16 kHz, int16 (what wav2vec2 hears)
     resampler: MonoResampler  # 48 -> 16 kHz, streaming: each request's audio is resampled once
     generator: torch.Generator
-    boundary: torch.Tensor  # [1, z, <= boundary_latents, h, w]: the head of the next chunk
+    boundary: torch.Tensor  # [1, z, <= boundary_latents, h, w]: the head of the next chunk (sampler thread)
     last: np.ndarray  # the frame published last (RGB, head size); repeated until the first chunk
+    held: int  # frames of the photo still to show before the first generated one (the delay)
     pending: int = 0  # audio frames since the last generation
+    generation: Future[torch.Tensor] | None = None  # the next chunk's latents, being sampled
+    generation_s: float = 0.0  # how long the last chunk took to sample (the lead must cover it)
     stream: Iterator[torch.Tensor] | None = None  # the current chunk's decode, latent by latent
     skip: int = 0  # frames at the head of the stream that the previous chunk already showed
     ready: deque[np.ndarray] = field(default_factory=deque)  # decoded, not yet published
@@ -57,7 +65,6 @@ class LatentWork:
 
     chunk: AudioChunk
     audio: torch.Tensor | None = None  # [1, chunk_frames, window, layers, dim] when a chunk is due
-    latents: torch.Tensor | None = None  # [1, z, latent frames, h, w] once sampled
     frames: list[np.ndarray] = field(default_factory=list)  # RGB head frames to publish
 
 
@@ -86,8 +93,9 @@ class LatentContextStage(Stage[AudioChunk, LatentWork, LatentSession]):
         return LatentSession(
             audio=np.zeros(self.stream.audio_cache_s * AUDIO_RATE, np.int16), resampler=MonoResampler(AUDIO_RATE),
             generator=torch.Generator(m.device).manual_seed(seed),
-            boundary=self.ref_latents[:, :, :1].clone(), last=self.reference,
-            ready=deque(maxlen=2 * self.stream.chunk_frames), tail=deque(maxlen=self.stream.boundary_frames))
+            boundary=self.ref_latents[:, :, :1].clone(), last=self.reference, held=self.stream.delay_frames,
+            ready=deque(maxlen=self.stream.chunk_frames + self.stream.generation_lead),
+            tail=deque(maxlen=self.stream.boundary_frames))
 
     def run(self, data: AudioChunk, state: LatentSession) -> LatentWork:
         pcm16 = state.resampler.pcm(data.pcm, SAMPLE_RATE)
@@ -111,7 +119,8 @@ class LatentContextStage(Stage[AudioChunk, LatentWork, LatentSession]):
 
 
 class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
-    """The 4-step flow-matching sampler over a chunk's latents, its head held to the boundary."""
+    """Hands a due chunk to the sampler thread: the 4-step flow-matching sampler over its
+    latents, its head held to the boundary. Its latents reach the decode stage as a Future."""
 
     name = "a2v"
 
@@ -119,18 +128,26 @@ class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
         self.models, self.ref_latents, self.decode = models, ref_latents, decode
         self.schedule = timesteps(models.stream.steps, models.stream.shift)
 
-    @torch.inference_mode()
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         if data.audio is None:
             return data
-        m = self.models
+        # a generation slower than real time: its chunk is decoded before the next one starts
+        self.decode.collect(state, wait=True)
         self.decode.finish(state)
-        if len(state.tail) == state.tail.maxlen:  # the previous chunk's last frames, re-encoded
-            state.boundary = m.vae.encode(torch.cat(list(state.tail), 2))
+        tail = list(state.tail) if len(state.tail) == state.tail.maxlen else None
+        state.generation = self.models.sampler.submit(self.sample, data.audio, tail, state)
+        return data
+
+    @torch.inference_mode()  # thread-local: the sampler thread enters it itself
+    def sample(self, audio: torch.Tensor, tail: list[torch.Tensor] | None, state: LatentSession) -> torch.Tensor:
+        """On the sampler thread; only it touches `state.boundary` and `state.generator`."""
+        started, m = time.perf_counter(), self.models
+        if tail is not None:  # the previous chunk's last frames, re-encoded
+            state.boundary = m.vae.encode(torch.cat(tail, 2))
         ref = self.ref_latents.to(m.dtype)
         x = torch.randn(ref.shape, generator=state.generator, device=m.device).to(m.dtype)
         head = state.boundary.shape[2]
-        audio = data.audio.to(m.dtype)
+        audio = audio.to(m.dtype)
         for t, t_next in zip(self.schedule, self.schedule[1:]):
             x[:, :, :head] = state.boundary.to(m.dtype)
             flow = m.dit(x, torch.tensor([t * 1000], device=m.device), audio, ref, run_blocks=m.offloader)
@@ -138,8 +155,10 @@ class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
             noise = torch.randn(x.shape, generator=state.generator, device=m.device).to(m.dtype)
             x = (1 - t_next) * clean + t_next * noise
         x[:, :, :head] = state.boundary.to(m.dtype)
-        data.latents = x
-        return data
+        if m.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()  # done means done, for the timing and the decode
+        state.generation_s = time.perf_counter() - started
+        return x
 
 
 class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
@@ -187,13 +206,25 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
         while self.pull(state):
             pass
 
+    def collect(self, state: LatentSession, wait: bool) -> bool:
+        """Start decoding the chunk the sampler made, once it is done (or now, waiting for it)."""
+        if state.generation is None or not (wait or state.generation.done()):
+            return False
+        latents, state.generation = state.generation.result(), None
+        with torch.inference_mode():
+            self.start(latents, state)
+        return True
+
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
-        if data.latents is not None:
-            self.start(data.latents.to(self.models.dtype), state)
-        while len(state.ready) < data.chunk.frames and self.pull(state):
+        held = min(state.held, data.chunk.frames)
+        state.held -= held
+        need = data.chunk.frames - held
+        self.collect(state, wait=False)
+        while len(state.ready) < need and (self.pull(state) or self.collect(state, wait=True)):
             pass
-        for _ in range(data.chunk.frames):
-            state.last = state.ready.popleft() if state.ready else state.last  # held before the first chunk
+        data.frames += [state.last] * held
+        for _ in range(need):
+            state.last = state.ready.popleft() if state.ready else state.last
             data.frames.append(state.last)
         return data
 

@@ -11,11 +11,11 @@ from engine.config import EngineConfig
 
 def picture_delay_frames(config: EngineConfig) -> int:
     """Frames by which the engine's pictures lag their sound: the motion model's lookahead, or
-    for the latent family the frames one generation adds (it waits for their audio)."""
+    for the latent family a chunk's frames and the lead its generation gets."""
     if config.family == "latent":
         from engine.families.latent.config import local_config
 
-        return local_config(Path(config.model_dir))[1].new_frames
+        return local_config(Path(config.model_dir))[1].delay_frames
     return motion_delay_frames(config.motion)
 
 
