@@ -98,6 +98,22 @@ def test_a_chunk_is_generated_in_the_background_while_the_last_one_plays(model_d
     assert session.generation_s > 0
 
 
+def test_a_generation_slower_than_its_lead_holds_the_stream_and_says_so(model_dir, caplog):
+    models = load_models(model_dir)
+    pipeline = latent_pipeline(DEFAULT_AVATAR, models, size=128)
+    gate, sample = threading.Event(), models.dit.forward
+    models.dit.forward = lambda *a, **k: (gate.wait(60), sample(*a, **k))[1]  # type: ignore[method-assign]
+    state = pipeline.new_state(seed=4)
+    session: LatentSession = state.stages["context"]
+    for k in range(DELAY // STEP):
+        pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
+    threading.Timer(0.5, gate.set).start()  # opens while the due request waits
+    with caplog.at_level("WARNING", logger="engine.latent"):
+        pipeline.render(AudioChunk(DELAY, STEP, speech(DELAY // STEP)), state)
+    assert session.overruns == 1 and session.generation is None
+    assert "not generated within its lead of 8 frames" in caplog.text
+
+
 def test_memory_is_flat_over_100_chunks(pipeline):
     state = pipeline.new_state(seed=1)
     session: LatentSession = state.stages["context"]

@@ -17,6 +17,7 @@ the frames the decode stage produced last.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -37,6 +38,8 @@ from .color import ColorMatch
 from .models import LatentModels
 from .vae import TimeCache
 
+log = logging.getLogger("engine.latent")
+
 
 @dataclass
 class LatentSession:
@@ -51,6 +54,7 @@ class LatentSession:
     pending: int = 0  # audio frames since the last generation
     generation: Future[torch.Tensor] | None = None  # the next chunk's latents, being sampled
     generation_s: float = 0.0  # how long the last chunk took to sample (the lead must cover it)
+    overruns: int = 0  # chunks whose frames were due before their generation had finished
     stream: Iterator[torch.Tensor] | None = None  # the current chunk's decode, latent by latent
     skip: int = 0  # frames at the head of the stream that the previous chunk already showed
     ready: deque[np.ndarray] = field(default_factory=deque)  # decoded, not yet published
@@ -210,10 +214,22 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
         """Start decoding the chunk the sampler made, once it is done (or now, waiting for it)."""
         if state.generation is None or not (wait or state.generation.done()):
             return False
+        if not state.generation.done():
+            self._overrun(state)
         latents, state.generation = state.generation.result(), None
         with torch.inference_mode():
             self.start(latents, state)
         return True
+
+    def _overrun(self, state: LatentSession) -> None:
+        """The stream stalls until the chunk is done: say so once, then every 100th time."""
+        state.overruns += 1
+        if state.overruns % 100 == 1:
+            lead = self.models.stream.generation_lead
+            log.warning("a chunk was not generated within its lead of %d frames (%d ms; the last took %.0f ms) "
+                        "and the stream waits for it (%d times in this session); a longer lead in "
+                        "latent.json trades 40 ms of delay per frame for a steady stream",
+                        lead, lead * 40, state.generation_s * 1000, state.overruns)
 
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         held = min(state.held, data.chunk.frames)
