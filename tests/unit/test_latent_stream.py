@@ -1,5 +1,6 @@
 """The latent family's chunk loop on a tiny random model, loaded from a folder in the published layout."""
 
+import logging
 import threading
 
 import numpy as np
@@ -107,9 +108,18 @@ def test_a_generation_slower_than_its_lead_holds_the_stream_and_says_so(model_di
     session: LatentSession = state.stages["context"]
     for k in range(DELAY // STEP):
         pipeline.render(AudioChunk(k * STEP, STEP, speech(k)), state)
-    threading.Timer(0.5, gate.set).start()  # opens while the due request waits
-    with caplog.at_level("WARNING", logger="engine.latent"):
-        pipeline.render(AudioChunk(DELAY, STEP, speech(DELAY // STEP)), state)
+
+    class OpenOnWarning(logging.Handler):  # the due request finds the chunk unfinished, says so, then waits
+        def emit(self, record: logging.LogRecord) -> None:
+            gate.set()
+
+    opener = OpenOnWarning(logging.WARNING)
+    logging.getLogger("engine.latent").addHandler(opener)
+    try:
+        with caplog.at_level("WARNING", logger="engine.latent"):
+            pipeline.render(AudioChunk(DELAY, STEP, speech(DELAY // STEP)), state)
+    finally:
+        logging.getLogger("engine.latent").removeHandler(opener)
     assert session.overruns == 1 and session.generation is None
     assert "not generated within its lead of 8 frames" in caplog.text
 
