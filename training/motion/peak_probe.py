@@ -1,8 +1,7 @@
 """Does a voice tell how wide its speaker opens the mouth? Per-clip voice measures against
 the real 95th-percentile opening, on the judge's held-out clips.
 
-    python -m training.motion.judge --out .cache/judge      # caches each real clip's sound and mouth
-    python -m training.motion.peak_probe --cache .cache/judge
+    python -m training.motion.peak_probe --cache .cache/judge   # the judge's cache of the real clips
 
 Prints (JSON) each measure's correlation with the real peak across all clips and within each
 speaker group. Within the GRID samples (ten people, one room, one microphone, the same kind
@@ -21,17 +20,19 @@ from typing import Any
 import numpy as np
 import scipy.signal as ss
 
-from .judge import held_out, mouth_measures
+from engine.config import SAMPLES_PER_FRAME
+from engine.families.motion.emphasis import frame_db
+
+from .judge import held_out, real_measures
 
 RATE = 16_000
-HOP = 640  # one 25 fps frame at 16 kHz
+FRAME_S = 0.04
 
 
 def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
-    x = ss.resample_poly(pcm48.astype(np.float32), 1, 3)
-    frames = x[: len(x) // HOP * HOP].reshape(-1, HOP)
-    rms = 20 * np.log10(np.sqrt((frames**2).mean(1)) + 1e-6)
+    rms = frame_db(pcm48, len(pcm48) // SAMPLES_PER_FRAME)
     voiced = rms > rms.max() - 30
+    x = ss.resample_poly(pcm48.astype(np.float32), 1, 3)
     f, _, spec = ss.stft(x, RATE, nperseg=512, noverlap=512 - 160)
     power = np.abs(spec) ** 2
     energy = 10 * np.log10(power.sum(0) + 1e-12)
@@ -45,7 +46,7 @@ def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
         "centroid_hz": float(np.median(centroid[speech])),
         "f1_band_db": float(np.median(10 * np.log10(band(500, 1000) / band(100, 500))[speech])),
         "tilt_db": float(np.median(10 * np.log10(band(1000, 4000) / band(100, 1000))[speech])),
-        "syllables_per_s": syllables / (voiced.sum() * HOP / RATE + 1e-6),
+        "syllables_per_s": syllables / (voiced.sum() * FRAME_S + 1e-6),
         "level_change_db": float(np.std(np.diff(rms[voiced]))),
     }
 
@@ -53,8 +54,8 @@ def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
 def probe(cache: Path) -> dict:
     rows: list[dict[str, Any]] = []
     for clip in held_out():
-        with np.load(cache / "real" / f"{clip.name}.npz") as d:
-            pcm, opening = d["pcm"], mouth_measures(d["landmarks"])["opening"]
+        real = real_measures(clip, cache)  # tracked once, cached by the judge
+        pcm, opening = real["pcm"], real["opening"]
         peak = float(np.percentile(opening[np.isfinite(opening)], 95))
         rows.append({"speaker": clip.speaker, "real_p95": peak, **voice_measures(pcm)})
     names = [k for k in rows[0] if k not in ("speaker", "real_p95")]
