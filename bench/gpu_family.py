@@ -63,6 +63,7 @@ def sync(models: LatentModels) -> None:
 def run_sessions(pipeline, models: LatentModels, sessions: int, chunks: int) -> dict:
     """`sessions` interleaved, request by request; wall time per frame and each chunk's generation."""
     states = [pipeline.new_state(seed) for seed in range(sessions)]
+    first = states[0].stages["context"]
     new = models.stream.new_frames
     pcm = speech(new * chunks)
     memory, generation_s = [], []
@@ -72,13 +73,12 @@ def run_sessions(pipeline, models: LatentModels, sessions: int, chunks: int) -> 
         audio = pcm[k * STEP * SAMPLES_PER_FRAME:(k + 1) * STEP * SAMPLES_PER_FRAME]
         for state in states:
             pipeline.render(AudioChunk(k * STEP, STEP, audio), state)
-        if (k + 1) % (new // STEP) == 0:
-            if models.device.type == "cuda":
-                memory.append(torch.cuda.max_memory_allocated() / 2**20)
-            session = states[0].stages["context"]
-            if session.generation is not None:  # the chunk just handed to the sampler
-                session.generation.result()
-            generation_s.append(session.generation_s)
+        if (k + 1) % (new // STEP) == 0 and models.device.type == "cuda":
+            memory.append(torch.cuda.max_memory_allocated() / 2**20)
+        # the request before a chunk is due: the chunk before it has been decoded (so generated),
+        # read without waiting on the sampler, which would take away the overlap being measured
+        if (k + 2) % (new // STEP) == 0 and k > new // STEP:
+            generation_s.append(first.generation_s)
     sync(models)
     elapsed = time.perf_counter() - start
     frames = new * chunks * sessions
@@ -153,7 +153,7 @@ def main() -> None:
            "head": models.stream.head_size, "fps": round(one["fps_total"], 1),
            "generation_s_first": round(generation[0], 3), "generation_s_median": round(float(np.median(generation)), 3),
            "generation_lead_s": lead_s, "chunks_generated_within_lead": sum(g <= lead_s for g in generation),
-           "chunks": len(generation),
+           "chunks_timed": len(generation),  # unpaced requests run past any lead: the sampler's time tells
            # the first generated frame is due after the delay; a generation past its lead holds it back
            "first_generated_frame_s": round(models.stream.delay_frames / FPS + max(0.0, generation[0] - lead_s), 3),
            "sessions_at_25fps": sessions_at_25(pipeline, models, one["fps_total"]),

@@ -228,8 +228,8 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
             lead = self.models.stream.generation_lead
             log.warning("a chunk was not generated within its lead of %d frames (%d ms; the last took %.0f ms) "
                         "and the stream waits for it (%d times in this session); a longer lead in "
-                        "latent.json trades 40 ms of delay per frame for a steady stream",
-                        lead, lead * 40, state.generation_s * 1000, state.overruns)
+                        "latent.json trades %d ms of delay per frame for a steady stream",
+                        lead, lead * 1000 // FPS, state.generation_s * 1000, state.overruns, 1000 // FPS)
 
     def run(self, data: LatentWork, state: LatentSession) -> LatentWork:
         held = min(state.held, data.chunk.frames)
