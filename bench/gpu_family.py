@@ -1,9 +1,9 @@
 """The latent family at full size on a GPU, with random bf16 weights (no download needed).
 
 Prints JSON: frames per second of one session at 512x512 (generation and streamed decode back
-to back), how long a chunk takes to generate in the background against the lead it gets, the
-first generated frame's time, the sessions one GPU keeps at
-25 fps (sessions interleaved request by request, as a worker serves them), peak memory after
+to back) and streamed at 1280x720 (the head pasted back), how long a chunk takes to generate in
+the background against the lead it gets, the first generated frame's time, the sessions one GPU
+keeps at 25 fps (sessions interleaved request by request, as a worker serves them), peak memory after
 chunk 10 and chunk 100, and with --offload the cost per DiT step of streaming its blocks from
 host memory against the same step with them resident. Baseline in the same run: the CPU
 portrait family on the same audio. On a machine without CUDA it says so and stops, unless
@@ -36,6 +36,7 @@ from engine.families.latent.vae import VideoVae  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
 
 STEP = EngineConfig().chunk_frames
+WIDE = (1280, 720)  # the head pasted into the photo's surroundings (engine/families/latent/paste.py)
 
 
 def random_models(tiny: bool, offload: bool) -> LatentModels:
@@ -157,7 +158,9 @@ def main() -> None:
            # the first generated frame is due after the delay; a generation past its lead holds it back
            "first_generated_frame_s": round(models.stream.delay_frames / FPS + max(0.0, generation[0] - lead_s), 3),
            "sessions_at_25fps": sessions_at_25(pipeline, models, one["fps_total"]),
-           "baseline_cpu_portrait_fps": rounded(cpu_baseline_fps()), "stream_1280x720": "not built"}
+           "fps_1280x720": round(run_sessions(latent_pipeline(DEFAULT_AVATAR, models, WIDE), models, 1,
+                                              min(args.chunks, 20))["fps_total"], 1),
+           "baseline_cpu_portrait_fps": rounded(cpu_baseline_fps())}
     if peaks:
         out |= {"peak_mb_chunk10": round(peaks[min(9, len(peaks) - 1)], 1), "peak_mb_last": round(peaks[-1], 1)}
     resident = dit_step_ms(models, None)

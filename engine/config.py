@@ -22,7 +22,11 @@ class EngineConfig:
     """How the engine renders; one instance shared by all workers."""
 
     size: int = 512
-    """Output frames are size x size pixels."""
+    """Frames are drawn size x size pixels (the head)."""
+    width: int = 0
+    height: int = 0
+    """Streamed frames, when wider or taller than the drawn head (the latent family pastes the
+    head into the photo's surroundings: engine/families/portrait/scene.py); 0: size."""
     chunk_frames: int = 2
     """Frames rendered per request; the audio latency the chunk loop adds is this x 40 ms."""
     ring_slots: int = 48
@@ -38,3 +42,8 @@ class EngineConfig:
     """Latent family: keep the DiT's blocks in host memory and stream them to the GPU block by block."""
     preload_avatar: str = ""
     """Prepared portrait each worker analyses before it reports ready (the server's default)."""
+
+    @property
+    def frame(self) -> tuple[int, int]:
+        """Streamed frames' (width, height)."""
+        return self.width or self.size, self.height or self.size

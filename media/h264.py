@@ -11,6 +11,7 @@ import av
 import numpy as np
 
 from .clock import FPS, SAMPLE_RATE
+from .frame_size import FrameSize, frame_dims
 
 
 def open_h264(width: int, height: int, rate: int) -> av.VideoCodecContext:
@@ -55,12 +56,12 @@ class FrameEncoder:
 LIVE_BITRATE = 1_500_000
 
 
-def add_live_streams(container: av.container.OutputContainer, size: int) -> tuple[av.VideoStream, av.AudioStream]:
+def add_live_streams(container: av.container.OutputContainer, size: FrameSize) -> tuple[av.VideoStream, av.AudioStream]:
     """H.264 and AAC as a live ingest (RTMP) wants them: a keyframe every 2 s exactly (no
     scene-cut ones), constant 25 fps, no B-frames; the muxer puts the codec parameters in
     the stream header. Used by a session's broadcast and by `avatar-render --out rtmp://`."""
     video = container.add_stream("libx264", rate=FPS)
-    video.width = video.height = size
+    video.width, video.height = frame_dims(size)
     video.pix_fmt, video.bit_rate = "yuv420p", LIVE_BITRATE
     video.options = {"preset": "veryfast", "tune": "zerolatency", "g": str(2 * FPS), "keyint_min": str(2 * FPS),
                      "sc_threshold": "0", "bf": "0"}

@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-dir", help="the latent family's downloaded checkpoints (layout: docs/latent.md)")
     parser.add_argument("--offload", action="store_const", const=1,
                         help="latent family: stream the DiT's blocks to the GPU one by one (a 24 GB card)")
+    parser.add_argument("--frame", help="latent family: stream WIDTHxHEIGHT (e.g. 1280x720), the head pasted "
+                        "into the photo's surroundings (default: the 512x512 head alone)")
     parser.add_argument("--config", type=Path,
                         help="TOML file of settings (see docs/configuration.md); AVATAR_* variables override it")
     args = parser.parse_args(argv)
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         config = ServerConfig.load(args.config, host=args.host, port=args.port, engine=args.engine,
                                    ray_address=args.ray_address, family=args.family, model_dir=args.model_dir,
-                                   offload=args.offload)
+                                   offload=args.offload, frame=args.frame)
     except ConfigError as exc:
         raise SystemExit(f"avatar-server: {exc}") from None
     if args.avatar and config.photos_only and args.avatar.suffix.lower() in VIDEO_SUFFIXES:

@@ -18,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from engine.families.portrait.avatar import NoFaceError, cache_path, prepare_upload
+from engine.families.portrait.scene import scene_path
 from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
 from engine.families.video.reference import StaleReference, check_format, is_video_avatar
 from server import video_avatars
@@ -171,8 +172,8 @@ class AvatarStore:
         path = self.paths.pop(avatar_id, None)
         if path is None:
             raise ApiError(404, "unknown_avatar", f"no avatar '{avatar_id}'")
-        path.unlink(missing_ok=True)
-        cache_path(path).unlink(missing_ok=True)
+        for file in (path, cache_path(path), scene_path(path)):
+            file.unlink(missing_ok=True)
 
     async def close(self) -> None:
         await asyncio.gather(*(video_avatars.stop(p) for p in self.preparing.values()), return_exceptions=True)

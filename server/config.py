@@ -18,6 +18,7 @@ from engine.families.portrait.avatar import DEFAULT_AVATAR
 from server.publish.targets import Listed
 
 PHOTOS_ONLY = "this server's latent family takes photo avatars only"
+MIN_FRAME, MAX_FRAME = 128, 3840  # a streamed frame's sides, in pixels
 
 
 def _default_workers() -> int:
@@ -139,6 +140,9 @@ class ServerConfig:
     """The latent family's downloaded checkpoints (the layout: docs/latent.md)."""
     offload: int = 0
     """Latent family: 1 keeps the DiT's blocks in host memory and streams them to the GPU one by one."""
+    frame: str = ""
+    """Latent family: the streamed frames, WIDTHxHEIGHT (e.g. 1280x720), the generated 512x512 head
+    pasted into the photo's surroundings; empty: the head alone, 512x512."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -157,6 +161,7 @@ class ServerConfig:
             except ValueError as exc:
                 raise ConfigError(f"setting 'broadcast_targets': {exc}") from None
         self._check_family()
+        self._check_frame()
         if self.motion_model not in MOTION_MODELS:
             raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
                               f"got {self.motion_model!r}")
@@ -178,6 +183,30 @@ class ServerConfig:
         missing = missing_parts(Path(self.model_dir))
         if missing:
             raise ConfigError(f"model_dir lacks {', '.join(missing)}; expected:\n{MODEL_LAYOUT}")
+
+    @property
+    def frame_size(self) -> tuple[int, int] | None:
+        """`frame` as (width, height); None for the square head alone."""
+        if not self.frame:
+            return None
+        width, _, height = self.frame.lower().partition("x")
+        return int(width), int(height)
+
+    def _check_frame(self) -> None:
+        if not self.frame:
+            return
+        shape = "setting 'frame' must be WIDTHxHEIGHT in even pixels, e.g. 1280x720"
+        try:
+            width, height = self.frame_size or (0, 0)
+        except ValueError:
+            raise ConfigError(f"{shape}, got {self.frame!r}") from None
+        if width % 2 or height % 2 or not (MIN_FRAME <= min(width, height) <= max(width, height) <= MAX_FRAME):
+            raise ConfigError(f"{shape}, each side {MIN_FRAME}-{MAX_FRAME}; got {self.frame!r}")
+        if max(width, height) > 4 * min(width, height):
+            raise ConfigError(f"setting 'frame': {self.frame} is narrower than 4:1")
+        if self.family != "latent":
+            raise ConfigError("setting 'frame' needs family = latent: the CPU families stream the square head "
+                              "they draw")
 
     @classmethod
     def load(cls, file: Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> ServerConfig:

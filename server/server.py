@@ -43,6 +43,8 @@ class Server:
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model,
                                      family=config.family, model_dir=config.model_dir, offload=bool(config.offload))
+        if config.frame_size:
+            self.engine_config = replace(self.engine_config, width=config.frame_size[0], height=config.frame_size[1])
         self.sessions: dict[str, Session] = {}
         self.metrics = Metrics(config.max_sessions, self.sessions.values, lambda: self.engine.ready_workers,
                                lambda: self.engine.load())
@@ -153,7 +155,7 @@ class Server:
     def _new_session(self, mode: str, avatar: Path, client: str | None) -> Session:
         session_id = secrets.token_hex(8)
         open_engine = functools.partial(self.engine.open_session, session_id, str(avatar), secrets.randbits(31))
-        config = SessionConfig(self.engine_config.size, self.engine_config.chunk_frames, self.config.lead_frames,
+        config = SessionConfig(self.engine_config.frame, self.engine_config.chunk_frames, self.config.lead_frames,
                                mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
                                max_queued=self.config.max_queued_utterances, video_bitrate=self.config.video_bitrate,
                                max_viewers=self.config.max_viewers)

@@ -23,6 +23,7 @@ from aiortc import RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import SAMPLE_RATE
+from media.frame_size import FrameSize
 from media.resample import MonoResampler
 from server.engines.client import EngineError, SessionEngine
 from server.errors import ApiError
@@ -52,7 +53,7 @@ EngineOpener = Callable[[Callable[[EngineError], None]], SessionEngine]
 
 @dataclass(frozen=True)
 class SessionConfig:
-    size: int
+    size: FrameSize  # streamed frames: a side, or (width, height)
     chunk_frames: int
     lead_frames: int
     mode: str = "tts"

@@ -13,6 +13,8 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
+from media.frame_size import FrameSize, frame_dims
+
 
 @dataclass
 class ReadyEvent:
@@ -76,9 +78,11 @@ class ShutdownRequest:
 class FrameRing:
     """Fixed slots of I420 frames in shared memory; create in the server, attach in the worker."""
 
-    def __init__(self, size: int, slots: int, name: str | None = None):
-        self.size, self.slots = size, slots
-        self.frame_shape = (size * 3 // 2, size)
+    def __init__(self, size: FrameSize, slots: int, name: str | None = None):
+        """`size`: a square frame's side, or (width, height)."""
+        self.slots = slots
+        width, height = frame_dims(size)
+        self.frame_shape = (height * 3 // 2, width)
         nbytes = slots * self.frame_shape[0] * self.frame_shape[1]
         if name is None:
             self.shm = shared_memory.SharedMemory(create=True, size=nbytes)

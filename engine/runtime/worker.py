@@ -43,7 +43,7 @@ class EngineWorker:
 
     def __init__(self, index: int, conn: Connection, ring_name: str, config: EngineConfig):
         self.index, self.conn, self.config = index, conn, config
-        self.ring = FrameRing(config.size, config.ring_slots, ring_name)
+        self.ring = FrameRing(config.frame, config.ring_slots, ring_name)
         self.host = SessionHost(config)
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="avatar-load")
         self._loading: dict[str, Future[Pipeline]] = {}  # avatar -> its load

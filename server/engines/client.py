@@ -60,7 +60,7 @@ class WorkerHandle:
     def __init__(self, index: int, config: EngineConfig, on_death: Callable[[WorkerHandle], None] = lambda w: None):
         ctx = mp.get_context("spawn")
         self.index, self.on_death, self.dead = index, on_death, False
-        self.ring = FrameRing(config.size, config.ring_slots)
+        self.ring = FrameRing(config.frame, config.ring_slots)
         self.conn, child = ctx.Pipe(duplex=True)
         self.process = ctx.Process(target=run_worker, args=(index, child, self.ring.name, config),
                                    name=f"engine-worker-{index}", daemon=True)

@@ -50,7 +50,7 @@ class Broadcast:
         self.dropped = 0  # ticks lost to a full pipe (the ingest or the encoder too slow)
         self._publisher: asyncio.subprocess.Process | None = None
         self._full_since: float | None = None
-        self._limit = BUFFER_TICKS * playout.size * playout.size * 3 // 2
+        self._limit = BUFFER_TICKS * playout.size[0] * playout.size[1] * 3 // 2
         self._task = asyncio.ensure_future(self._run())
         playout.taps.append(self.tap)
 
@@ -95,7 +95,7 @@ class Broadcast:
             sys.executable, "-m", "server.publish.rtmp_publisher", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         assert publisher.stdin is not None
-        publisher.stdin.write(json.dumps({"url": self.target.url, "size": self.size}).encode() + b"\n")
+        publisher.stdin.write(json.dumps({"url": self.target.url, "size": list(self.size)}).encode() + b"\n")
         try:
             try:
                 first = await asyncio.wait_for(next_message(publisher), OPEN_TIMEOUT_S)

@@ -6,7 +6,7 @@ holding the GIL and with no timeout, so an ingest that accepts the connection an
 says nothing would freeze every thread of the process that opened it, the event loop
 included. Here it freezes only this process, which the server kills when it is late.
 
-stdin: one JSON line {"url", "size"} (the URL never appears in the process list), then
+stdin: one JSON line {"url", "size": [width, height]} (the URL never appears in the process list), then
 ticks: a TICK header (index, kind, video bytes, audio bytes), the picture (kind RAW: an
 I420 frame; kind UNIT: an H.264 access unit from a Ray engine) and 40 ms of s16 mono.
 stdout: JSON lines, {"started": true} once the ingest took the stream header, or
@@ -27,6 +27,7 @@ import av
 import numpy as np
 
 from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from media.frame_size import FrameSize, frame_dims
 from media.h264 import add_live_streams
 
 TICK = struct.Struct("<IBII")
@@ -54,14 +55,15 @@ class Pictures:
     """Each tick's picture as a frame: the raw one, or the Ray engine's unit decoded. A tick
     the engine was late for repeats the last picture: the stream stays at a constant rate."""
 
-    def __init__(self, size: int):
-        self.size = size
+    def __init__(self, size: FrameSize):
+        width, height = frame_dims(size)
+        self.shape = (height * 3 // 2, width)
         self._decoder: Any = None
-        self._last: np.ndarray = np.zeros((size * 3 // 2, size), np.uint8)
+        self._last: np.ndarray = np.zeros(self.shape, np.uint8)
 
     def of(self, kind: int, data: bytes) -> av.VideoFrame:
         if kind == RAW:
-            self._last = np.frombuffer(data, np.uint8).reshape(self.size * 3 // 2, self.size)
+            self._last = np.frombuffer(data, np.uint8).reshape(self.shape)
         elif data:
             self._decoder = self._decoder or av.CodecContext.create("h264", "r")
             try:
@@ -80,7 +82,7 @@ def read_tick(source: BinaryIO) -> tuple[int, int, bytes, bytes] | None:
     return index, kind, source.read(video_len), source.read(pcm_len)
 
 
-def publish(url: str, size: int, source: BinaryIO, say: Any) -> None:
+def publish(url: str, size: FrameSize, source: BinaryIO, say: Any) -> None:
     out = av.open(url, "w", format="flv")
     try:
         video, audio = add_live_streams(out, size)
@@ -117,7 +119,7 @@ def main() -> None:
 
     spec = json.loads(sys.stdin.buffer.readline())
     try:
-        publish(spec["url"], int(spec["size"]), sys.stdin.buffer, say)
+        publish(spec["url"], frame_dims(spec["size"]), sys.stdin.buffer, say)
     except (av.FFmpegError, OSError) as exc:
         say(error=reason(exc))
         raise SystemExit(2) from None

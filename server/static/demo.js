@@ -26,6 +26,12 @@ function addTranscript(role, text) {
   li.scrollIntoView({ block: "nearest" });
 }
 
+// The screen takes the stream's shape: square by default, 16:9 where the server streams 1280x720
+$("video").addEventListener("resize", () => {
+  const v = $("video");
+  if (v.videoWidth && v.videoHeight) v.parentElement.style.aspectRatio = `${v.videoWidth} / ${v.videoHeight}`;
+});
+
 async function loadAvatars(select) {
   const avatars = await listAvatars();
   const label = (a) => (a.default ? "Default" : `${a.kind === "video" ? "Video" : "Photo"} ${a.avatar_id.slice(0, 6)}`);

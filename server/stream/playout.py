@@ -22,6 +22,7 @@ import av
 import numpy as np
 
 from media.clock import SAMPLES_PER_FRAME
+from media.frame_size import FrameSize, frame_dims
 
 SILENCE = np.zeros(SAMPLES_PER_FRAME, np.int16)
 MUTED_KEPT = 64  # cancelled ids only matter while their audio may still be in flight
@@ -84,12 +85,12 @@ class Playout:
     """Hands out tick k to both tracks; see the module docstring."""
 
     def __init__(self, frame_of: Callable[[int], Any], release: Callable[[int], None],
-                 on_marks: Callable[[list, list[str]], None], size: int, encoded: bool = False,
+                 on_marks: Callable[[list, list[str]], None], size: FrameSize, encoded: bool = False,
                  on_gap: Callable[[], None] = lambda: None):
         """`frame_of(slot)`: a raw I420 frame, or with `encoded` an H.264 access unit; an
         encoded frame that is never sent calls `on_gap` (the next one must be a keyframe)."""
         self.clock = MediaClock()
-        self.size = size
+        self.size = frame_dims(size)  # (width, height)
         self.queue: deque[AVFrame] = deque()
         self.consumed = asyncio.Event()
         self.ready = asyncio.Event()  # set by the first rendered frame: the clock starts there
@@ -97,7 +98,7 @@ class Playout:
         self.muted: dict[str, None] = {}  # recently cancelled utterances, oldest first (bounded)
         self._frame_of, self._release, self._on_marks = frame_of, release, on_marks
         self._tick = -1
-        self._video = av.VideoFrame(size, size, "yuv420p")
+        self._video = av.VideoFrame(*self.size, "yuv420p")
         self._audio: dict[int, np.ndarray] = {}
         self.encoded, self._on_gap = encoded, on_gap
         self._packets: dict[int, bytes] = {}  # tick -> its access unit, until the video track takes it

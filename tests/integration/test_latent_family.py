@@ -107,3 +107,60 @@ async def test_ray_actors_run_the_latent_family_unchanged(tiny_model):
         with ServerProcess(env=env) as server:
             viewer = await watch_generated_frames(server.url)
             assert await viewer.close() == 204
+
+
+
+def address_frame() -> np.ndarray:
+    """A 1280x720 frame of a public-domain weekly address (RGB): the speaker before a flag
+    on his right and a mirror and lamp on his left."""
+    import cv2
+
+    from testkit.server import SHARED_DATA
+
+    clip = cv2.VideoCapture(str(SHARED_DATA / "real-talking" / "obama-weekly-address" / "sentence_1.mp4"))
+    clip.set(cv2.CAP_PROP_POS_FRAMES, 50)
+    ok, bgr = clip.read()
+    clip.release()
+    assert ok and bgr.shape == (720, 1280, 3)
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+async def test_a_wide_stream_shows_the_generated_head_in_the_photos_own_surroundings(tiny_model, tmp_path):
+    import cv2
+
+    from engine.families.portrait.scene import scene_path
+
+    env = {"AVATAR_FAMILY": "latent", "AVATAR_MODEL_DIR": str(tiny_model), "AVATAR_WORKERS": "1",
+           "AVATAR_FRAME": "1280x720", "AVATAR_AVATARS_DIR": str(tmp_path)}
+    photo = address_frame()
+    form = aiohttp.FormData()
+    form.add_field("image", cv2.imencode(".png", cv2.cvtColor(photo, cv2.COLOR_RGB2BGR))[1].tobytes(),
+                   filename="address.png")
+    with ServerProcess(env=env) as server:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{server.url}/v1/avatars", data=form) as res:
+                body = await res.json()
+                assert res.status == 201, body
+                avatar = body["avatar_id"]
+        assert scene_path(tmp_path / f"{avatar}.png").exists()
+        viewer = AvatarViewer(server.url, avatar=avatar)
+        await viewer.connect()
+        try:
+            await viewer.wait_frames(50, timeout=60)
+            frames = [rgb for _, rgb in viewer.received.video][-25:]
+            assert frames[-1].shape == (720, 1280, 3)
+            # His crop (2.3 face heights) is the photo's full height, so the 16:9 frame is the
+            # photo itself: outside the head's square, the stream shows the photo
+            flag, lamp = (slice(None), slice(0, 100)), (slice(None), slice(1180, 1280))
+            for part in (flag, lamp):
+                assert np.abs(frames[-1][part].astype(int) - photo[part]).mean() < 12
+            head = np.array([f[:, 300:800].astype(float) for f in frames])
+            assert np.abs(np.diff(head, axis=0)).mean() > 3 * np.abs(np.diff(
+                np.array([f[flag].astype(float) for f in frames]), axis=0)).mean() + 0.5, \
+                "the head is generated; its surroundings hold still"
+        finally:
+            assert await viewer.close() == 204
+        async with aiohttp.ClientSession() as http:
+            async with http.delete(f"{server.url}/v1/avatars/{avatar}") as res:
+                assert res.status == 204
+        assert list(tmp_path.glob(f"{avatar}*")) == [], "the photo, its landmarks and its scene all go"

@@ -156,6 +156,24 @@ def test_a_folder_without_the_vae_is_refused_by_name(model_dir, tmp_path):
         ServerConfig(family="gpu")
 
 
+@pytest.mark.parametrize("frame,message", [
+    ("1280x", "WIDTHxHEIGHT in even pixels"),
+    ("wide", "WIDTHxHEIGHT in even pixels"),
+    ("1281x720", "WIDTHxHEIGHT in even pixels"),
+    ("64x64", "each side 128-3840"),
+    ("3840x720", "narrower than 4:1"),
+])
+def test_a_bad_frame_size_is_refused_by_name(model_dir, frame, message):
+    with pytest.raises(ConfigError, match=message):
+        ServerConfig(family="latent", model_dir=str(model_dir), frame=frame)
+
+
+def test_a_wide_frame_is_the_latent_familys_alone(model_dir):
+    assert ServerConfig(family="latent", model_dir=str(model_dir), frame="1280X720").frame_size == (1280, 720)
+    with pytest.raises(ConfigError, match="'frame' needs family = latent"):
+        ServerConfig(frame="1280x720")
+
+
 def test_the_server_delays_sound_by_the_frames_a_generation_adds(model_dir):
     assert picture_delay_frames(EngineConfig(family="latent", model_dir=str(model_dir))) == DELAY == 28 + 8
 

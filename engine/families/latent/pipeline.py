@@ -12,9 +12,12 @@ import torch
 
 from engine.core.pipeline import Pipeline
 from engine.core.state import RollingState
+from engine.families.portrait.scene import canvas, load_scene
+from media.frame_size import FrameSize, frame_dims
 
 from .color import ColorMatch
 from .models import LatentModels, load_models
+from .paste import PasteBack
 from .stages import A2VStage, LatentContextStage, RefineStage, StreamDecodeStage
 
 log = logging.getLogger("engine.latent")
@@ -37,11 +40,17 @@ def worker_models(model_dir: str, device: str = "auto", offload: bool = False) -
     return models
 
 
-def reference_frame(path: Path, size: int) -> np.ndarray:
-    """The photo scaled to cover size x size and centre-cropped, RGB (as the official pipeline)."""
+def read_photo(path: Path) -> np.ndarray:
+    """A photo avatar as BGR."""
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if bgr is None:
         raise ValueError(f"{path} is not an image the latent family can read (it takes photo avatars only)")
+    return bgr
+
+
+def reference_frame(path: Path, size: int) -> np.ndarray:
+    """The photo scaled to cover size x size and centre-cropped, RGB (as the official pipeline)."""
+    bgr = read_photo(path)
     h, w = bgr.shape[:2]
     scale = max(size / h, size / w)
     fh, fw = max(size, int(np.ceil(h * scale))), max(size, int(np.ceil(w * scale)))
@@ -62,10 +71,20 @@ def reference_latents(models: LatentModels, photo: torch.Tensor) -> torch.Tensor
     return models.vae.encode(video.to(models.dtype))
 
 
-def latent_pipeline(path: Path, models: LatentModels, size: int) -> LatentPipeline:
+def refine_stage(path: Path, size: FrameSize) -> RefineStage:
+    """Square frames scale the head; wider or taller ones paste it into the photo's scene."""
+    width, height = frame_dims(size)
+    if width == height:
+        return RefineStage(width)
+    portrait = cv2.cvtColor(read_photo(path), cv2.COLOR_BGR2RGB)
+    return RefineStage(width, PasteBack(*canvas(load_scene(path, portrait), width, height)))
+
+
+def latent_pipeline(path: Path, models: LatentModels, size: FrameSize) -> LatentPipeline:
+    """`size`: the streamed frames' side, or (width, height)."""
     rgb = reference_frame(path, models.stream.head_size)
     photo = photo_tensor(models, rgb)
     latents = reference_latents(models, photo)
     decode = StreamDecodeStage(models, ColorMatch(photo))
     return LatentPipeline([LatentContextStage(models, rgb, latents), A2VStage(models, latents, decode), decode,
-                           RefineStage(size)])
+                           refine_stage(path, size)])

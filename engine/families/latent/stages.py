@@ -36,6 +36,7 @@ from .audio import SAMPLE_RATE as AUDIO_RATE
 from .audio import frame_windows, normalize
 from .color import ColorMatch
 from .models import LatentModels
+from .paste import PasteBack
 from .vae import TimeCache
 
 log = logging.getLogger("engine.latent")
@@ -246,15 +247,17 @@ class StreamDecodeStage(Stage[LatentWork, LatentWork, LatentSession]):
 
 
 class RefineStage(Stage[LatentWork, FrameChunk, LatentSession]):
-    """The SR slot: today the generated head, scaled to the stream's size, as I420."""
+    """The SR slot: the generated head as the stream shows it, I420: scaled to a square
+    stream's size, or pasted back into the photo's surroundings (paste.py) for a wider one."""
 
     name = "refine"
 
-    def __init__(self, size: int):
-        self.size = size
+    def __init__(self, size: int, paste: PasteBack | None = None):
+        self.size, self.paste = size, paste
 
     def run(self, data: LatentWork, state: LatentSession) -> FrameChunk:
-        frames = np.stack([cv2.cvtColor(self._scaled(f), cv2.COLOR_RGB2YUV_I420) for f in data.frames])
+        to_i420 = self.paste or (lambda f: cv2.cvtColor(self._scaled(f), cv2.COLOR_RGB2YUV_I420))
+        frames = np.stack([to_i420(f) for f in data.frames])
         return FrameChunk(data.chunk.first_frame, frames, np.zeros((len(frames), 0), np.float32))
 
     def _scaled(self, rgb: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from engine.families.portrait.scene import Box, save_scene, scene_path
 from engine.package_files import package_path
 
 ASSETS = package_path("engine", "assets")
@@ -50,27 +51,39 @@ def detect_landmarks(image: np.ndarray) -> np.ndarray:
     return np.asarray(points, np.float32)
 
 
-def crop_to_face(image: np.ndarray, landmarks: np.ndarray, size: int) -> np.ndarray:
-    """A square crop around the face (head and shoulders), resized to size x size."""
+def face_box(image: np.ndarray, landmarks: np.ndarray) -> Box:
+    """The square around the face (head and shoulders) that a portrait is cut to."""
     lo, hi = landmarks.min(0), landmarks.max(0)
     face_h = float(hi[1] - lo[1])
     side = int(round(min(2.3 * face_h, *image.shape[:2])))
     cx, cy = (lo + hi) / 2
     x0 = int(np.clip(round(cx - side / 2), 0, image.shape[1] - side))
     y0 = int(np.clip(round(cy - side * 0.45), 0, image.shape[0] - side))
+    return Box(x0, y0, side)
+
+
+def crop_to_face(image: np.ndarray, landmarks: np.ndarray, size: int) -> np.ndarray:
+    """A square crop around the face (face_box), resized to size x size."""
+    box = face_box(image, landmarks)
+    x0, y0, side = int(box.x), int(box.y), int(box.side)
     crop = image[y0 : y0 + side, x0 : x0 + side]
     return cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA)
 
 
 def prepare_portrait(image: np.ndarray, size: int = 512) -> Portrait:
     """Crop any RGB photo to the face, resize, and analyse it."""
+    return _prepared(image, size)[0]
+
+
+def _prepared(image: np.ndarray, size: int) -> tuple[Portrait, Box]:
     if image.ndim != 3 or image.shape[2] != 3:
         raise NoFaceError("the image must be a colour photo")
-    cropped = crop_to_face(image, detect_landmarks(image), size)
+    landmarks = detect_landmarks(image)
+    cropped = crop_to_face(image, landmarks, size)
     face_w = np.ptp(detect_landmarks(cropped)[:, 0])
     if face_w < size * 0.15:
         raise NoFaceError("the face is too small in this image; use a closer portrait")
-    return Portrait(cropped, detect_landmarks(cropped))
+    return Portrait(cropped, detect_landmarks(cropped)), face_box(image, landmarks)
 
 
 def cache_path(image_path: Path) -> Path:
@@ -133,5 +146,10 @@ def save_prepared(portrait: Portrait, folder: Path) -> str:
 
 
 def prepare_upload(data: bytes, folder: str) -> str:
-    """Decode, crop, analyse and store an uploaded photo (runs in a helper process)."""
-    return save_prepared(prepare_portrait(decode_image(data)), Path(folder))
+    """Decode, crop, analyse and store an uploaded photo, and its surroundings for wide
+    streams (scene.py); runs in a helper process."""
+    photo = decode_image(data)
+    portrait, box = _prepared(photo, 512)
+    avatar_id = save_prepared(portrait, Path(folder))
+    save_scene(scene_path(Path(folder) / f"{avatar_id}.png"), photo, box)
+    return avatar_id
