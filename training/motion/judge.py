@@ -16,7 +16,9 @@ widest fifth of frames over the most shut fifth. A `loudness` mouth (the jaw fol
 clip's level between its floor and its loud speech) is run beside it. Clips are averaged
 per speaker first, so each speaker weighs the same; `peak_corr` is the correlation,
 across clips, of our 95th-percentile opening with the real one (a calm speaker should
-get a calm mouth). The real clips' measurements are cached under --out/real.
+get a calm mouth). Phones: p/b/m with a shut frame and open vowels reaching jaw 0.25, over
+all open vowels and over those the person's own mouth opened for (OPENED). The real clips'
+measurements are cached under --out/real.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .real_faces import REAL_TALKING, Clip, read_clip  # noqa: E402
 WIDTH = 256  # the judge scales every frame to this width before tracking
 MAX_LAG = 3
 SHARE = 0.2  # widest / most shut fifth of frames for the lip thickness ratio
+OPENED = 0.6  # an open vowel the person opened for: their mouth reached this share of the clip's p95
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,22 @@ def phones(clip: HeldOut, pcm: np.ndarray) -> list:
     return []
 
 
+def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
+    """Per open vowel (as phone_scores counts them): did the real person's mouth open for it
+    (reach OPENED of the clip's 95th-percentile opening)? Unstressed ones ("the", "a") often
+    stay nearly shut: a mouth that follows the person should not open wide there."""
+    from .evaluate import OPEN_VOWELS
+    from .visemes import frames_of
+
+    peak = np.nanpercentile(real_opening, 95)
+    out = []
+    for s in segments:
+        if s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
+            real = real_opening[frames_of(s, len(real_opening))]
+            out.append(bool(np.isfinite(real).any() and np.nanmax(real) >= OPENED * peak))
+    return out
+
+
 def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print) -> dict:
     from .evaluate import jfk_set, phone_scores
     from .real_eval import JAW, WEIGHTS, MouthMeter, track
@@ -153,9 +172,11 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
     scored: dict[str, tuple[list, list]] = {s: ([], []) for s in systems}
+    opened: list[bool] = []  # per open vowel, in the order scored: the person opened for it
     for clip in clips:
         real = real_measures(clip, cache)
         segments = phones(clip, real["pcm"])
+        opened += opened_for(segments, real["opening"])
         for system in systems:
             coeffs = track(system, real["pcm"], WEIGHTS)
             ours = mouth_measures(landmarks(meter.frames(coeffs)))
@@ -167,11 +188,14 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
     jfk_pcm, jfk_segments = jfk_set()[0]
     out: dict = {"clips": len(clips)}
     for system in systems:
-        closed, opened = scored[system]
+        closed, reached = scored[system]
         jfk_closed, jfk_opened = phone_scores(track(system, jfk_pcm, WEIGHTS)[:, JAW], jfk_segments)
+        theirs = [hit for hit, real in zip(reached, opened) if real]
         out[system] = summary(rows[system]) | {
-            "closure": _share(closed), "closures": len(closed), "open_vowel": _share(opened),
-            "open_vowels": len(opened), "jfk_closure": _share(jfk_closed), "jfk_open_vowel": _share(jfk_opened)}
+            "closure": _share(closed), "closures": len(closed), "open_vowel": _share(reached),
+            "open_vowels": len(reached), "open_vowel_they_opened": _share(theirs),
+            "open_vowels_they_opened": len(theirs),
+            "jfk_closure": _share(jfk_closed), "jfk_open_vowel": _share(jfk_opened)}
     return out
 
 
