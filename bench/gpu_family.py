@@ -5,11 +5,12 @@ to back) and streamed at 1280x720 (the head pasted back), how long a chunk takes
 the background against the lead it gets, the first generated frame's time, the sessions one GPU
 keeps at 25 fps (sessions interleaved request by request, as a worker serves them), peak memory after
 chunk 10 and chunk 100, and with --offload the cost per DiT step of streaming its blocks from
-host memory against the same step with them resident. Baseline in the same run: the CPU
+host memory against the same step with them resident, and with --dit-gpus N a step split over N
+GPUs (sequence parallel) against one GPU's. Baseline in the same run: the CPU
 portrait family on the same audio. On a machine without CUDA it says so and stops, unless
 --tiny asks for the reduced model on the CPU (a check that the script itself runs).
 
-    .venv/bin/python bench/gpu_family.py [--chunks 100] [--offload] [--tiny]
+    .venv/bin/python bench/gpu_family.py [--chunks 100] [--offload] [--dit-gpus 2] [--tiny]
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +33,7 @@ from engine.core.stage import AudioChunk  # noqa: E402
 from engine.families.latent import config as lc  # noqa: E402
 from engine.families.latent.audio import AudioEncoder  # noqa: E402
 from engine.families.latent.dit import FlashHeadDit  # noqa: E402
-from engine.families.latent.models import LatentModels, place  # noqa: E402
+from engine.families.latent.models import LatentModels, load_models, place, write_random_model  # noqa: E402
 from engine.families.latent.pipeline import latent_pipeline  # noqa: E402
 from engine.families.latent.vae import VideoVae  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
@@ -87,8 +90,9 @@ def run_sessions(pipeline, models: LatentModels, sessions: int, chunks: int) -> 
             "generation_s": generation_s, "peak_mb": memory}
 
 
-def dit_step_ms(models: LatentModels, offloader) -> float:
-    """One DiT forward over a chunk's latents, with the blocks resident or streamed from the host."""
+def dit_step_ms(models: LatentModels, offloader=None) -> float:
+    """One DiT forward over a chunk's latents: blocks resident, streamed from the host, or (with
+    models.ranks) split over several GPUs."""
     c, s = models.dit.config, models.stream
     side = s.head_size // c.vae_stride[1]
     frames = (s.chunk_frames - 1) // s.temporal_stride + 1
@@ -96,13 +100,14 @@ def dit_step_ms(models: LatentModels, offloader) -> float:
     audio = torch.randn(1, s.chunk_frames, c.audio_window, c.audio_layers, c.audio_dim, device=models.device,
                         dtype=models.dtype)
     t = torch.tensor([900.0], device=models.device)
+    step = models.flow if offloader is None else partial(models.dit, run_blocks=offloader)
     with torch.inference_mode():
         for _ in range(2):
-            models.dit(x, t, audio, x, run_blocks=offloader)
+            step(x, t, audio, x)
         sync(models)
         start = time.perf_counter()
         for _ in range(3):
-            models.dit(x, t, audio, x, run_blocks=offloader)
+            step(x, t, audio, x)
         sync(models)
     return (time.perf_counter() - start) / 3 * 1000
 
@@ -136,11 +141,28 @@ def sessions_at_25(pipeline, models: LatentModels, single_fps: float) -> int:
     return held
 
 
+def split_step(tiny: bool, ranks: int, resident: float) -> dict:
+    """A DiT step sequence parallel over `ranks` GPUs (CPU processes with --tiny), beside one GPU's."""
+    if not tiny and torch.cuda.device_count() < ranks:
+        return {"dit_step_ms_split": f"skipped: {torch.cuda.device_count()} GPUs"}
+    configs = (lc.TINY_DIT, lc.TINY_VAE, lc.TINY_AUDIO, lc.TINY_STREAM) if tiny else \
+        (lc.DitConfig(), lc.VaeConfig(), lc.AudioEncoderConfig(), lc.StreamConfig())
+    with tempfile.TemporaryDirectory() as folder:  # the helper ranks load the DiT from a folder
+        models = load_models(write_random_model(Path(folder), *configs), "cpu" if tiny else "cuda", ranks=ranks)
+        try:
+            split = dit_step_ms(models)
+        finally:
+            assert models.ranks is not None
+            models.ranks.close()
+    return {"dit_gpus": ranks, "dit_step_ms_split": round(split, 2), "split_speedup": round(resident / split, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunks", type=int, default=100)
     parser.add_argument("--offload", action="store_true", help="also measure the DiT with its blocks offloaded")
     parser.add_argument("--tiny", action="store_true", help="the reduced model on the CPU (checks the script)")
+    parser.add_argument("--dit-gpus", type=int, default=1, help="also time a DiT step split over this many GPUs")
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
         print(json.dumps({"skipped": "no CUDA device on this machine (--tiny runs the reduced model on the CPU)"}))
@@ -163,8 +185,10 @@ def main() -> None:
            "baseline_cpu_portrait_fps": rounded(cpu_baseline_fps())}
     if peaks:
         out |= {"peak_mb_chunk10": round(peaks[min(9, len(peaks) - 1)], 1), "peak_mb_last": round(peaks[-1], 1)}
-    resident = dit_step_ms(models, None)
+    resident = dit_step_ms(models)
     out["dit_step_ms_resident"] = round(resident, 2)
+    if args.dit_gpus > 1:
+        out |= split_step(args.tiny, args.dit_gpus, resident)
     if args.offload:
         offloaded = random_models(args.tiny, offload=True)
         streamed = dit_step_ms(offloaded, offloaded.offloader)

@@ -57,7 +57,8 @@ def pipeline_for(path: Path, config: EngineConfig = EngineConfig()) -> Pipeline:
             raise ValueError("the latent family takes photo avatars only")
         from engine.families.latent.pipeline import latent_pipeline, worker_models
 
-        return latent_pipeline(path, worker_models(config.model_dir, offload=config.offload), config.frame)
+        models = worker_models(config.model_dir, offload=config.offload, ranks=config.dit_gpus)
+        return latent_pipeline(path, models, config.frame)
     return Pipeline([*motion_stages(config.motion), DecodeStage(renderer_for(path))])
 
 

@@ -40,6 +40,8 @@ class EngineConfig:
     """The latent family's downloaded checkpoints (engine/families/latent/config.py: MODEL_LAYOUT)."""
     offload: bool = False
     """Latent family: keep the DiT's blocks in host memory and stream them to the GPU block by block."""
+    dit_gpus: int = 1
+    """Latent family: GPUs each worker's DiT runs across, sequence parallel (families/latent/parallel.py)."""
     preload_avatar: str = ""
     """Prepared portrait each worker analyses before it reports ready (the server's default)."""
 

@@ -140,6 +140,9 @@ class ServerConfig:
     """The latent family's downloaded checkpoints (the layout: docs/latent.md)."""
     offload: int = 0
     """Latent family: 1 keeps the DiT's blocks in host memory and streams them to the GPU one by one."""
+    dit_gpus: int = 1
+    """Latent family: GPUs one worker's DiT runs across, sequence parallel (a chunk's tokens split
+    between them); workers x dit_gpus must not exceed the GPUs. 1: each GPU runs its own worker."""
     frame: str = ""
     """Latent family: the streamed frames, WIDTHxHEIGHT (e.g. 1280x720), the generated 512x512 head
     pasted into the photo's surroundings; empty: the head alone, 512x512."""
@@ -162,6 +165,7 @@ class ServerConfig:
                 raise ConfigError(f"setting 'broadcast_targets': {exc}") from None
         self._check_family()
         self._check_frame()
+        self._check_dit_gpus()
         if self.motion_model not in MOTION_MODELS:
             raise ConfigError(f"setting 'motion_model' must be one of {', '.join(MOTION_MODELS)}, "
                               f"got {self.motion_model!r}")
@@ -191,6 +195,17 @@ class ServerConfig:
             return None
         width, _, height = self.frame.lower().partition("x")
         return int(width), int(height)
+
+    def _check_dit_gpus(self) -> None:
+        if self.dit_gpus == 1:
+            return
+        if self.dit_gpus < 1 or self.family != "latent" or self.offload:
+            raise ConfigError("setting 'dit_gpus' must be 1, or more with family = latent and without offload "
+                              f"(a DiT split over GPUs needs no offload); got {self.dit_gpus}")
+        gpus = nvidia_gpus()  # none: the ranks are CPU processes (what the tests run)
+        if gpus and self.workers * self.dit_gpus > gpus:
+            raise ConfigError(f"{self.workers} workers x dit_gpus {self.dit_gpus} is more than this machine's "
+                              f"{gpus} GPUs; set workers = {max(1, gpus // self.dit_gpus)}")
 
     def _check_frame(self) -> None:
         if not self.frame:

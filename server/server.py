@@ -42,7 +42,8 @@ class Server:
                  tts: TextToSpeech | None = None):
         self.config = config
         self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model,
-                                     family=config.family, model_dir=config.model_dir, offload=bool(config.offload))
+                                     family=config.family, model_dir=config.model_dir, offload=bool(config.offload),
+                                     dit_gpus=config.dit_gpus)
         if config.frame_size:
             self.engine_config = replace(self.engine_config, width=config.frame_size[0], height=config.frame_size[1])
         self.sessions: dict[str, Session] = {}

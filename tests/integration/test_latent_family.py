@@ -125,13 +125,22 @@ def address_frame() -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
+def dit_ranks(server: ServerProcess) -> list:
+    import psutil
+
+    return [p for p in psutil.Process(server.proc.pid).children(recursive=True)
+            if "engine.families.latent.parallel" in " ".join(p.cmdline())]
+
+
 async def test_a_wide_stream_shows_the_generated_head_in_the_photos_own_surroundings(tiny_model, tmp_path):
+    """Also with the DiT split over two ranks (CPU processes here, GPUs on a GPU machine)."""
     import cv2
+    import psutil
 
     from engine.families.portrait.scene import scene_path
 
     env = {"AVATAR_FAMILY": "latent", "AVATAR_MODEL_DIR": str(tiny_model), "AVATAR_WORKERS": "1",
-           "AVATAR_FRAME": "1280x720", "AVATAR_AVATARS_DIR": str(tmp_path)}
+           "AVATAR_FRAME": "1280x720", "AVATAR_AVATARS_DIR": str(tmp_path), "AVATAR_DIT_GPUS": "2"}
     photo = address_frame()
     form = aiohttp.FormData()
     form.add_field("image", cv2.imencode(".png", cv2.cvtColor(photo, cv2.COLOR_RGB2BGR))[1].tobytes(),
@@ -143,6 +152,8 @@ async def test_a_wide_stream_shows_the_generated_head_in_the_photos_own_surround
                 assert res.status == 201, body
                 avatar = body["avatar_id"]
         assert scene_path(tmp_path / f"{avatar}.png").exists()
+        helpers = dit_ranks(server)
+        assert len(helpers) == 1, "the worker's DiT runs on a second rank"
         viewer = AvatarViewer(server.url, avatar=avatar)
         await viewer.connect()
         try:
@@ -164,3 +175,5 @@ async def test_a_wide_stream_shows_the_generated_head_in_the_photos_own_surround
             async with http.delete(f"{server.url}/v1/avatars/{avatar}") as res:
                 assert res.status == 204
         assert list(tmp_path.glob(f"{avatar}*")) == [], "the photo, its landmarks and its scene all go"
+    _, alive = psutil.wait_procs(helpers, timeout=15)
+    assert not alive, "the DiT's second rank ends with its worker"

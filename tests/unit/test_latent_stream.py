@@ -209,6 +209,7 @@ def test_each_engine_worker_sees_its_own_gpu():
     assert [visible_gpu(i, 4, {}) for i in range(5)] == ["0", "1", "2", "3", "0"]
     assert visible_gpu(1, 1, {}) is None  # one device: nothing to choose
     assert visible_gpu(1, 4, {"CUDA_VISIBLE_DEVICES": "2"}) is None  # chosen by the operator or Ray
+    assert [visible_gpu(i, 4, {}, per_worker=2) for i in range(2)] == ["0,1", "2,3"]  # a DiT over two GPUs
 
 
 def test_a_carried_decode_cache_decodes_only_the_new_latents_and_holds_no_frame(model_dir):

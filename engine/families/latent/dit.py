@@ -102,12 +102,17 @@ class Projections(nn.Module):
         self.norm_q, self.norm_k = RMSNorm(dim, eps), RMSNorm(dim, eps)
 
 
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
+
+
 class SelfAttention(Projections):
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                attend: Attend = attention) -> torch.Tensor:
+        """`attend`: SDPA here, or across a process group's shares of the tokens (parallel.py)."""
         b, s, _ = x.shape
         q = rotate(self.norm_q(self.q(x)).reshape(b, s, self.heads, -1), cos, sin).flatten(2)
         k = rotate(self.norm_k(self.k(x)).reshape(b, s, self.heads, -1), cos, sin).flatten(2)
-        return self.o(attention(q, k, self.v(x), self.heads))
+        return self.o(attend(q, k, self.v(x), self.heads))
 
 
 class CrossAttention(Projections):
@@ -130,9 +135,9 @@ class DitBlock(nn.Module):
         self.modulation = nn.Parameter(torch.randn(1, 6, c.dim) / c.dim**0.5)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor, t_mod: torch.Tensor,
-                cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+                cos: torch.Tensor, sin: torch.Tensor, attend: Attend = attention) -> torch.Tensor:
         shift1, scale1, gate1, shift2, scale2, gate2 = (self.modulation.to(t_mod.dtype) + t_mod).chunk(6, dim=1)
-        x = x + self.self_attn(self.norm1(x) * (1 + scale1) + shift1, cos, sin) * gate1
+        x = x + self.self_attn(self.norm1(x) * (1 + scale1) + shift1, cos, sin, attend) * gate1
         frames = context.shape[1]  # each latent frame's patches hear only that frame's audio
         per_frame = rearrange(self.norm3(x), "b (f l) c -> (b f) l c", f=frames)
         heard = self.cross_attn(per_frame, rearrange(context, "b f m c -> (b f) m c"))

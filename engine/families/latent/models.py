@@ -30,6 +30,7 @@ from .config import (
     local_config,
 )
 from .dit import FlashHeadDit
+from .parallel import DitRanks
 from .vae import VideoVae
 from .weights import load_audio_encoder, load_dit, load_vae
 
@@ -43,9 +44,17 @@ class LatentModels:
     device: torch.device
     dtype: torch.dtype
     offloader: BlockOffloader | None = None
+    ranks: DitRanks | None = None
+    """With several GPUs: the DiT's steps run sequence parallel across them (parallel.py)."""
     sampler: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="latent-a2v"))
     """The one thread that generates chunks, in the background of the requests: the DiT (and its
     offloader's prefetch) serves one chunk at a time, whichever session or avatar it is for."""
+
+    def flow(self, x: torch.Tensor, timestep: torch.Tensor, audio: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+        """One DiT step, however the DiT is placed."""
+        if self.ranks is not None:
+            return self.ranks(x, timestep, audio, ref)
+        return self.dit(x, timestep, audio, ref, run_blocks=self.offloader)
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -72,11 +81,15 @@ def place(dit: FlashHeadDit, vae: VideoVae, audio: AudioEncoder, stream: StreamC
                         offloader)
 
 
-def load_models(model_dir: Path, device: str = "auto", offload: bool = False) -> LatentModels:
-    """The published checkpoints under `model_dir` (config.MODEL_LAYOUT)."""
+def load_models(model_dir: Path, device: str = "auto", offload: bool = False, ranks: int = 1) -> LatentModels:
+    """The published checkpoints under `model_dir` (config.MODEL_LAYOUT); with `ranks` > 1 the
+    DiT runs sequence parallel over that many GPUs (or CPU processes), this process rank 0."""
     vae_config, stream = local_config(model_dir)
     vae = load_vae(model_dir, vae_config)
-    return place(load_dit(model_dir), vae, load_audio_encoder(model_dir), stream, device, offload)
+    models = place(load_dit(model_dir), vae, load_audio_encoder(model_dir), stream, device, offload)
+    if ranks > 1:
+        models.ranks = DitRanks(models.dit, model_dir, ranks, models.device, models.dtype)
+    return models
 
 
 def write_random_model(folder: Path, dit: DitConfig, vae: VaeConfig, audio: AudioEncoderConfig,

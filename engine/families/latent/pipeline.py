@@ -32,11 +32,11 @@ class LatentPipeline(Pipeline):
 
 
 @lru_cache(maxsize=2)
-def worker_models(model_dir: str, device: str = "auto", offload: bool = False) -> LatentModels:
+def worker_models(model_dir: str, device: str = "auto", offload: bool = False, ranks: int = 1) -> LatentModels:
     """Loaded once per worker process, whatever number of avatars it serves."""
-    models = load_models(Path(model_dir), device, offload)
-    log.info("latent family: %s on %s (%s%s)", model_dir, models.device, str(models.dtype).removeprefix("torch."),
-             ", DiT blocks offloaded" if offload else "")
+    models = load_models(Path(model_dir), device, offload, ranks)
+    log.info("latent family: %s on %s (%s%s%s)", model_dir, models.device, str(models.dtype).removeprefix("torch."),
+             ", DiT blocks offloaded" if offload else "", f", DiT sequence parallel over {ranks}" if ranks > 1 else "")
     return models
 
 

@@ -155,7 +155,7 @@ class A2VStage(Stage[LatentWork, LatentWork, LatentSession]):
         audio = audio.to(m.dtype)
         for t, t_next in zip(self.schedule, self.schedule[1:]):
             x[:, :, :head] = state.boundary.to(m.dtype)
-            flow = m.dit(x, torch.tensor([t * 1000], device=m.device), audio, ref, run_blocks=m.offloader)
+            flow = m.flow(x, torch.tensor([t * 1000], device=m.device), audio, ref)
             clean = x - flow * t
             noise = torch.randn(x.shape, generator=state.generator, device=m.device).to(m.dtype)
             x = (1 - t_next) * clean + t_next * noise
