@@ -199,9 +199,10 @@ class ServerConfig:
     def _check_dit_gpus(self) -> None:
         if self.dit_gpus == 1:
             return
-        if self.dit_gpus < 1 or self.family != "latent" or self.offload:
-            raise ConfigError("setting 'dit_gpus' must be 1, or more with family = latent and without offload "
-                              f"(a DiT split over GPUs needs no offload); got {self.dit_gpus}")
+        if self.dit_gpus < 1 or self.family != "latent" or self.offload or self.engine == "ray":
+            raise ConfigError("setting 'dit_gpus' must be 1, or more with family = latent, without offload (a DiT "
+                              f"split over GPUs needs none) and on local workers (a Ray actor has one GPU); "
+                              f"got {self.dit_gpus}")
         gpus = nvidia_gpus()  # none: the ranks are CPU processes (what the tests run)
         if gpus and self.workers * self.dit_gpus > gpus:
             raise ConfigError(f"{self.workers} workers x dit_gpus {self.dit_gpus} is more than this machine's "

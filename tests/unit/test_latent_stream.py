@@ -174,6 +174,14 @@ def test_a_wide_frame_is_the_latent_familys_alone(model_dir):
         ServerConfig(frame="1280x720")
 
 
+def test_a_dit_split_over_gpus_is_the_latent_familys_alone_and_needs_no_offload(model_dir):
+    assert ServerConfig(family="latent", model_dir=str(model_dir), dit_gpus=2).dit_gpus == 2
+    for wrong in ({}, {"family": "latent", "model_dir": str(model_dir), "offload": 1},
+                  {"family": "latent", "model_dir": str(model_dir), "dit_gpus": 0}):
+        with pytest.raises(ConfigError, match="'dit_gpus' must be 1"):
+            ServerConfig(**{"dit_gpus": 2, **wrong})
+
+
 def test_the_server_delays_sound_by_the_frames_a_generation_adds(model_dir):
     assert picture_delay_frames(EngineConfig(family="latent", model_dir=str(model_dir))) == DELAY == 28 + 8
 
