@@ -5,8 +5,7 @@ where it was in the photo, with the photo's own surroundings beside it: at uploa
 surroundings (SCENE_MARGIN crop sides each way, as far as the photo reaches) are kept beside
 the portrait as `<id>.scene.npz` (a JPEG and the crop's box in it). A portrait without one
 (the bundled default, uploads from before) is its own scene. Where a frame reaches past the
-photo, the photo's edge is stretched there and blurred, so the edge reads as out-of-focus background
-rather than as a seam.
+photo, the photo's edge is stretched outwards and blurred: out-of-focus background, no seam.
 """
 
 from __future__ import annotations
@@ -52,9 +51,8 @@ def save_scene(path: Path, photo: np.ndarray, crop: Box) -> None:
     """Keep the photo's surroundings of `crop` (RGB photo, crop in its pixels) at `path`."""
     m = SCENE_MARGIN * crop.side
     x0, y0 = max(int(crop.x - m), 0), max(int(crop.y - m), 0)
-    x1, y1 = min(int(np.ceil(crop.x + crop.side + m)), photo.shape[1]), min(int(np.ceil(crop.y + crop.side + m)),
-                                                                          photo.shape[0])
-    region = photo[y0:y1, x0:x1]
+    x1, y1 = (int(np.ceil(v + crop.side + m)) for v in (crop.x, crop.y))
+    region = photo[y0:y1, x0:x1]  # numpy stops at the photo's edge
     k = min(1.0, MAX_CROP_SIDE / crop.side)
     if k < 1:
         region = cv2.resize(region, (max(round(region.shape[1] * k), 1), max(round(region.shape[0] * k), 1)),
@@ -81,29 +79,30 @@ def load_scene(portrait_path: Path, portrait: np.ndarray) -> Scene:
     return Scene(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), Box(x, y, side))
 
 
-def frame_box(scene: Scene, width: int, height: int) -> Box:
-    """The part of the scene a width x height frame shows: the crop fills the frame's shorter
-    side, centred across the longer one, and kept inside the photo where the photo allows."""
+def frame_view(scene: Scene, width: int, height: int) -> tuple[float, float, float]:
+    """The part of the scene a width x height frame shows, as its top-left corner and height:
+    the crop fills the frame's shorter side, centred across the longer one, and kept inside the
+    photo where the photo allows."""
     c, aspect = scene.crop, width / height
     w, h = (c.side * aspect, c.side) if aspect >= 1 else (c.side, c.side / aspect)
     x, y = c.x + c.side / 2 - w / 2, c.y + c.side / 2 - h / 2
     ih, iw = scene.image.shape[:2]
     x = min(max(x, 0.0), iw - w) if iw >= w else x
     y = min(max(y, 0.0), ih - h) if ih >= h else y
-    return Box(x, y, h)  # `side` is the region's height here; its width is height x aspect
+    return x, y, h
 
 
 def canvas(scene: Scene, width: int, height: int) -> tuple[np.ndarray, tuple[int, int, int]]:
     """The still frame (height, width, 3) RGB around the head, and where the head goes in it:
     (x, y, side) in frame pixels, x and y even, side even."""
-    view = frame_box(scene, width, height)
-    img, k = scene.image, height / view.side
+    vx, vy, vh = frame_view(scene, width, height)
+    img, k = scene.image, height / vh
     scale = k
     if k < 1:  # shrink first: a linear warp alone aliases a large photo
         img = cv2.resize(img, (max(round(img.shape[1] * k), 1), max(round(img.shape[0] * k), 1)),
                          interpolation=cv2.INTER_AREA)
         scale = 1.0
-    to_frame = np.array([[scale, 0, -view.x * k], [0, scale, -view.y * k]], np.float32)
+    to_frame = np.array([[scale, 0, -vx * k], [0, scale, -vy * k]], np.float32)
     frame = cv2.warpAffine(img, to_frame, (width, height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     inside = cv2.warpAffine(np.ones(img.shape[:2], np.float32), to_frame, (width, height), flags=cv2.INTER_LINEAR,
                             borderValue=0)
@@ -115,8 +114,8 @@ def canvas(scene: Scene, width: int, height: int) -> tuple[np.ndarray, tuple[int
         frame = (soft * frame + (1 - soft) * blurred).astype(np.uint8)
     c = scene.crop
     side = min(_even(c.side * k), width, height)  # width and height are even (I420)
-    x = min(max(_even((c.x - view.x) * k), 0), width - side)
-    y = min(max(_even((c.y - view.y) * k), 0), height - side)
+    x = min(max(_even((c.x - vx) * k), 0), width - side)
+    y = min(max(_even((c.y - vy) * k), 0), height - side)
     return frame, (x, y, side)
 
 
