@@ -13,8 +13,8 @@ GPU still computes every token of every block and gathers each block's weights a
 so a chunk takes no less time. Splitting the tokens splits each step's compute by the number of
 ranks, for two all-to-alls of one block's activations; SoulX-FlashHead's authors reach real time
 on two GPUs this way (through xfuser). The 1.3B model fits one GPU in bf16, so memory is not
-what a second GPU is for. Measured only on CPU ranks here (bench/gpu_family.py --shard on a GPU
-machine).
+what a second GPU is for. On two CPU processes (bench/dit_split.py): x1.51 sequence parallel,
+x0.95 under FSDP; not yet measured on GPUs (bench/gpu_family.py --dit-gpus 2).
 
 `DitRanks` starts ranks 1.. as processes of their own, each loading the DiT from the model folder
 onto its GPU (or, on a CPU, gloo ranks: what the tests run), and makes rank 0's forward a
