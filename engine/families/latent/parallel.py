@@ -163,12 +163,11 @@ def _broadcast(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 def helper(rank: int, ranks: int, address: str, backend: str, model_dir: str) -> None:
     """Rank `rank`: load the DiT, then take part in every forward rank 0 starts, until told to stop."""
-    from .models import pick_device
     from .weights import load_dit
 
     _die_with_parent()
     torch.set_num_threads(1)
-    device = torch.device(f"cuda:{rank}") if backend == "nccl" else pick_device("cpu")
+    device = torch.device(f"cuda:{rank}" if backend == "nccl" else "cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=address, rank=rank, world_size=ranks)
