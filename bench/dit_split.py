@@ -13,7 +13,6 @@ to a minute; the choice it informs is which split the latent family uses across 
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -21,12 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.families.latent.config import TINY_DIT  # noqa: E402
 from engine.families.latent.dit import FlashHeadDit  # noqa: E402
+from testkit.ranks import two_ranks  # noqa: E402
 
 CONFIG = replace(TINY_DIT, dim=384, ffn_dim=1536, num_heads=4, num_layers=4)
 SIDE = 32  # latent side: 16 x 16 tokens a frame
@@ -52,7 +51,7 @@ def dit() -> FlashHeadDit:
     return FlashHeadDit(CONFIG).eval()
 
 
-def rank(r: int, port: int, how: str, out) -> None:
+def rank(r: int, port: int, out, how: str) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
@@ -76,22 +75,12 @@ def rank(r: int, port: int, how: str, out) -> None:
         dist.destroy_process_group()
 
 
-def two_ranks(how: str) -> float:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with mp.Manager() as manager:
-        out = manager.dict()
-        mp.spawn(rank, args=(port, how, out), nprocs=2, join=True)
-        return float(out[0])
-
-
 def main() -> None:
     torch.set_num_threads(1)
     model = dit()
     with torch.inference_mode():
         one = step_ms(lambda: model(*inputs()))
-    sequence, fsdp = two_ranks("sequence"), two_ranks("fsdp")
+    sequence, fsdp = (float(two_ranks(rank, how)[0]) for how in ("sequence", "fsdp"))
     print(json.dumps({"tokens": 9 * (SIDE // 2) ** 2, "baseline_one_rank_ms": round(one, 1),
                       "sequence_parallel_two_ranks_ms": round(sequence, 1), "fsdp_two_ranks_ms": round(fsdp, 1),
                       "sequence_speedup": round(one / sequence, 2), "fsdp_speedup": round(one / fsdp, 2)}, indent=2))

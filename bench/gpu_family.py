@@ -20,7 +20,6 @@ import json
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -90,9 +89,9 @@ def run_sessions(pipeline, models: LatentModels, sessions: int, chunks: int) -> 
             "generation_s": generation_s, "peak_mb": memory}
 
 
-def dit_step_ms(models: LatentModels, offloader=None) -> float:
-    """One DiT forward over a chunk's latents: blocks resident, streamed from the host, or (with
-    models.ranks) split over several GPUs."""
+def dit_step_ms(models: LatentModels) -> float:
+    """One DiT forward over a chunk's latents as the models are placed: blocks resident, streamed
+    from the host (models.offloader), or split over several GPUs (models.ranks)."""
     c, s = models.dit.config, models.stream
     side = s.head_size // c.vae_stride[1]
     frames = (s.chunk_frames - 1) // s.temporal_stride + 1
@@ -100,14 +99,13 @@ def dit_step_ms(models: LatentModels, offloader=None) -> float:
     audio = torch.randn(1, s.chunk_frames, c.audio_window, c.audio_layers, c.audio_dim, device=models.device,
                         dtype=models.dtype)
     t = torch.tensor([900.0], device=models.device)
-    step = models.flow if offloader is None else partial(models.dit, run_blocks=offloader)
     with torch.inference_mode():
         for _ in range(2):
-            step(x, t, audio, x)
+            models.flow(x, t, audio, x)
         sync(models)
         start = time.perf_counter()
         for _ in range(3):
-            step(x, t, audio, x)
+            models.flow(x, t, audio, x)
         sync(models)
     return (time.perf_counter() - start) / 3 * 1000
 
@@ -191,7 +189,7 @@ def main() -> None:
         out |= split_step(args.tiny, args.dit_gpus, resident)
     if args.offload:
         offloaded = random_models(args.tiny, offload=True)
-        streamed = dit_step_ms(offloaded, offloaded.offloader)
+        streamed = dit_step_ms(offloaded)
         out |= {"dit_step_ms_offloaded": round(streamed, 2), "switch_overhead_ms": round(streamed - resident, 2),
                 "switch_goal_ms": 10}
     print(json.dumps(out, indent=2))

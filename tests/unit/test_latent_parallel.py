@@ -1,20 +1,12 @@
 """The DiT run sequence parallel: two gloo ranks give the single process's flow."""
 
-import socket
-
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from engine.families.latent.config import TINY_AUDIO, TINY_DIT, TINY_STREAM, TINY_VAE
+from testkit.ranks import two_ranks
 
 pytestmark = pytest.mark.unit
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def inputs(seed: int = 1, side: int = 8) -> list[torch.Tensor]:
@@ -45,10 +37,8 @@ def _rank(rank: int, port: int, results) -> None:
 
 
 def test_two_ranks_each_holding_half_of_every_frames_tokens_give_the_whole_flow():
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(_rank, args=(_free_port(), results), nprocs=2, join=True)
-        assert results[0] < 1e-5 and results[1] < 1e-5, dict(results)
+    results = two_ranks(_rank)
+    assert results[0] < 1e-5 and results[1] < 1e-5, results
 
 
 def test_a_worker_starts_its_helper_rank_from_the_model_folder_and_ends_it(tmp_path):

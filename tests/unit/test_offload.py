@@ -1,14 +1,13 @@
 """Block offload (host-resident weights, prefetch) and 2-process FSDP on gloo, against plain models."""
 
 import os
-import socket
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 from torch import nn
 
 from engine.accel.offload import BlockOffloader, shard
+from testkit.ranks import two_ranks
 
 pytestmark = pytest.mark.unit
 
@@ -48,12 +47,6 @@ def test_offload_matches_the_plain_model_bit_for_bit_with_two_blocks_resident():
     assert trace == expected  # n+1's copy is issued before n computes; n is freed right after
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _sharded_rank(rank: int, port: int, results) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -74,9 +67,7 @@ def _sharded_rank(rank: int, port: int, results) -> None:
 
 
 def test_two_process_fsdp_on_gloo_matches_the_unsharded_model():
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(_sharded_rank, args=(_free_port(), results), nprocs=2, join=True)
-        assert results[0][0] and results[1][0], "sharded output differs from the plain model"
-        full = Tiny().blocks[0].norm.weight.numel()
-        assert results[0][1] == full // 2  # each rank holds half of the first parameter
+    results = two_ranks(_sharded_rank)
+    assert results[0][0] and results[1][0], "sharded output differs from the plain model"
+    full = Tiny().blocks[0].norm.weight.numel()
+    assert results[0][1] == full // 2  # each rank holds half of the first parameter

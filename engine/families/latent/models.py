@@ -32,7 +32,7 @@ from .config import (
 from .dit import FlashHeadDit
 from .parallel import DitRanks
 from .vae import VideoVae
-from .weights import load_audio_encoder, load_dit, load_vae
+from .weights import dtype_on, load_audio_encoder, load_dit, load_vae
 
 
 @dataclass
@@ -66,7 +66,7 @@ def pick_device(name: str = "auto") -> torch.device:
 def place(dit: FlashHeadDit, vae: VideoVae, audio: AudioEncoder, stream: StreamConfig, device: str = "auto",
           offload: bool = False) -> LatentModels:
     where = pick_device(device)
-    dtype = torch.bfloat16 if where.type == "cuda" else torch.float32
+    dtype = dtype_on(where)
     offloader = None
     if offload:  # everything but the blocks goes to the device; the blocks stay on the host
         blocks = dit.blocks
@@ -88,7 +88,7 @@ def load_models(model_dir: Path, device: str = "auto", offload: bool = False, ra
     vae = load_vae(model_dir, vae_config)
     models = place(load_dit(model_dir), vae, load_audio_encoder(model_dir), stream, device, offload)
     if ranks > 1:
-        models.ranks = DitRanks(models.dit, model_dir, ranks, models.device, models.dtype)
+        models.ranks = DitRanks(models.dit, model_dir, ranks, models.device)
     return models
 
 

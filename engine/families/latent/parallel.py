@@ -99,8 +99,8 @@ class SequenceParallel:
 class DitRanks:
     """Rank 0 of a sequence-parallel DiT: call it as the DiT itself (x, timestep, audio, ref)."""
 
-    def __init__(self, dit: FlashHeadDit, model_dir: Path, ranks: int, device: torch.device, dtype: torch.dtype):
-        self.dit, self.device, self.dtype = dit, device, dtype
+    def __init__(self, dit: FlashHeadDit, model_dir: Path, ranks: int, device: torch.device):
+        self.dit, self.device = dit, device
         backend = "nccl" if device.type == "cuda" else "gloo"
         address = f"tcp://127.0.0.1:{_free_port()}"
         # processes of their own, not multiprocessing's: an engine worker is a daemon process,
@@ -163,7 +163,7 @@ def _broadcast(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 def helper(rank: int, ranks: int, address: str, backend: str, model_dir: str) -> None:
     """Rank `rank`: load the DiT, then take part in every forward rank 0 starts, until told to stop."""
-    from .weights import load_dit
+    from .weights import dtype_on, load_dit
 
     _die_with_parent()
     torch.set_num_threads(1)
@@ -171,8 +171,7 @@ def helper(rank: int, ranks: int, address: str, backend: str, model_dir: str) ->
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=address, rank=rank, world_size=ranks)
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    dit = load_dit(Path(model_dir)).to(device, dtype).eval()
+    dit = load_dit(Path(model_dir)).to(device, dtype_on(device)).eval()
     parallel = SequenceParallel(dit.blocks, dit.config.num_heads)
     with torch.inference_mode():
         while True:

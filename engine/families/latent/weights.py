@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from .audio import AudioEncoder
 from .checkpoint import CheckpointError, load_into, weight_files
 from .config import (
@@ -23,6 +25,11 @@ AUDIO_RENAMES = {"parametrizations.weight.original0": "weight_g", "parametrizati
 """transformers saves the positional conv's weight norm under either name."""
 AUDIO_IGNORED = ("masked_spec_embed", "lm_head", "quantizer", "project_", "adapter")
 """Training-time parts of the published wav2vec2 (the CTC head, SpecAugment's mask)."""
+
+
+def dtype_on(device: torch.device) -> torch.dtype:
+    """The DiT's and VAE's precision: bf16 on CUDA, fp32 on a CPU."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def one_format(folder: Path) -> list[Path]:
