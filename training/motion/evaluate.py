@@ -123,14 +123,15 @@ def heldout_set(data: Path, limit: int) -> list[tuple[np.ndarray, list[Segment]]
     return out
 
 
+def open_vowels(segments: list[Segment]) -> list[Segment]:
+    """The open vowels long enough to judge (>= 60 ms)."""
+    return [s for s in segments if s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06]
+
+
 def phone_scores(jaw: np.ndarray, segments: list[Segment]) -> tuple[list[bool], list[bool]]:
     """Per p/b/m: has a shut frame; per open vowel of >= 60 ms: reaches OPEN."""
-    closed, opened = [], []
-    for s in segments:
-        if s.viseme == "BMP":
-            closed.append(bool(jaw[frames_of(s, len(jaw))].min() <= CLOSED))
-        elif s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
-            opened.append(bool(jaw[frames_of(s, len(jaw))].max() >= OPEN))
+    closed = [bool(jaw[frames_of(s, len(jaw))].min() <= CLOSED) for s in segments if s.viseme == "BMP"]
+    opened = [bool(jaw[frames_of(s, len(jaw))].max() >= OPEN) for s in open_vowels(segments)]
     return closed, opened
 
 

@@ -153,16 +153,12 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     """Per open vowel (as phone_scores counts them): did the real person's mouth open for it
     (reach OPENED of the clip's 95th-percentile opening)? Unstressed ones ("the", "a") often
     stay nearly shut: a mouth that follows the person should not open wide there."""
-    from .evaluate import OPEN_VOWELS
+    from .evaluate import open_vowels
     from .visemes import frames_of
 
     peak = np.nanpercentile(real_opening, 95)
-    out = []
-    for s in segments:
-        if s.viseme in OPEN_VOWELS and s.end - s.start >= 0.06:
-            real = real_opening[frames_of(s, len(real_opening))]
-            out.append(bool(np.isfinite(real).any() and np.nanmax(real) >= OPENED * peak))
-    return out
+    during = [real_opening[frames_of(s, len(real_opening))] for s in open_vowels(segments)]
+    return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during]
 
 
 def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print) -> dict:
