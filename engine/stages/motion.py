@@ -49,7 +49,8 @@ class SamplerConfig:
     peaks 1.39x, correlation 0.496 against 0.512, and 81 % of open vowels still reach jaw 0.25
     (0.65: 1.16x, 1.48x, 86 %). The peaks stay high partly because mediapipe reads the default
     portrait's shut mouth as slightly parted (0.052 eye distances; real: 0.01-0.04). A portrait
-    now draws the jaw from SHUT at rig.DRAWN_JAW: spread 0.88x, peaks 1.11x (docs/motion.md)."""
+    now draws the jaw from SHUT at rig.DRAWN_JAW, the upper lip following it down (rig.UPPER_FOLLOW):
+    spread 0.82x, peaks 1.03x (docs/motion.md)."""
     emphasis: EmphasisConfig = EmphasisConfig()
     """How far the jaw follows the voice's stress, on top of jaw_gain."""
     closure_gate: tuple[float, float] = (0.5, 0.7)

@@ -16,7 +16,7 @@ from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 pytestmark = pytest.mark.unit
 
 LUMA = np.array([0.299, 0.587, 0.114])
-JAW = 0.5
+JAW = 0.8  # a wide vowel: the upper lip comes 0.6 of the way down with the jaw (rig.UPPER_FOLLOW)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def _open_mouth(portrait: Portrait) -> dict:
     coeffs[motion.INDEX["jaw_open"]] = JAW
     luma = renderer.render(coeffs).astype(float) @ LUMA
     rig = renderer.rig
-    pts = rig.points + rig.displacement(coeffs)
+    pts = rig.points + rig.displacement(rig.as_drawn(coeffs))  # where the renderer drew the lips
     up, low = pts[[rig.index[i] for i in UPPER_INNER]], pts[[rig.index[i] for i in LOWER_INNER]]
     cx, w = rig.frame.mouth_center[0], rig.frame.mouth_width
     xs = np.arange(int(cx - 0.25 * w), int(cx + 0.25 * w) + 1)

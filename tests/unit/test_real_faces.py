@@ -10,7 +10,7 @@ import pytest
 
 from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
-from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, FaceRig
+from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, READ_UPPER_FOLLOW, FaceRig
 from engine.families.portrait.rig_fit import fit_clip, mouth_opening
 from training.motion.channel import coded, degrade
 from training.motion.real_eval import SYSTEMS
@@ -24,7 +24,7 @@ def rig_clip(frames: int = 120) -> tuple[np.ndarray, np.ndarray]:
     """Landmarks the rig itself makes for a known track while the head rolls and sways."""
     lm = np.load(cache_path(DEFAULT_AVATAR))[:468].astype(np.float32)
     lm[CONTROL] += FaceRig(lm).closure * 0.5 / CLOSE_OVERLAP  # the default portrait's lips part: just meet
-    rig = FaceRig(lm, drawn=1.0)  # in jaw_open's own unit, as rig_fit reads faces
+    rig = FaceRig(lm, drawn=1.0, upper_follow=READ_UPPER_FOLLOW)  # in jaw_open's own unit, as rig_fit reads faces
     t = np.arange(frames) / 25
     track = motion.zeros(frames)
     track[:, J] = np.clip(0.5 * np.sin(2 * np.pi * 1.5 * t), 0, None)

@@ -41,6 +41,23 @@ def test_mouth_opens_monotonically_with_the_jaw(renderer):
     assert counts == sorted(counts) and counts[-1] > 5 * counts[0]
 
 
+def test_the_jaw_drops_further_than_the_lips_part_and_the_upper_lip_comes_down(renderer):
+    """As in speech (and what makes mediapipe read lips thicker open than shut, as real ones)."""
+    rig = renderer.rig
+
+    def drawn(jaw: float) -> np.ndarray:
+        coeffs = motion.zeros(1)[0]
+        coeffs[motion.INDEX["jaw_open"]] = jaw
+        return (rig.points + rig.displacement(rig.as_drawn(coeffs))) @ rig.frame.down
+
+    shut, wide = drawn(0.4), drawn(0.6)  # both past the shut lips' closure (rig.RELEASE_RATE)
+    at = lambda y, lm_id: y[rig.index[lm_id]]  # noqa: E731
+    gap_growth = (at(wide, 14) - at(wide, 13)) - (at(shut, 14) - at(shut, 13))
+    assert gap_growth > 0.02 * rig.frame.mouth_width, "the lips part"
+    assert at(wide, 13) - at(shut, 13) > 0.5 * gap_growth, "the upper lip comes down with the jaw"
+    assert at(wide, 152) - at(shut, 152) > 1.5 * gap_growth, "the chin travels further than the lips part"
+
+
 def test_open_mouth_shows_teeth_not_a_flat_hole(renderer):
     rgb = frame(renderer, jaw_open=0.5)
     lm = renderer.rig.lm

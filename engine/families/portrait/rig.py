@@ -41,13 +41,13 @@ JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths: the unit 
 DRAWN = 0.84  # a portrait draws this share of it. With real inner mouths (mouth_interior.py)
 # mediapipe reads the same lips as parted further than over the old dark slot: at 1.0 the spread
 # was 1.43x real people's (training/motion/judge.py); at 0.84, 1.31x
-DRAWN_JAW = 0.75  # a portrait draws jaw_open's rise beyond motion.SHUT at this scale, and shut lips
+DRAWN_JAW = 1.45  # a portrait draws jaw_open's rise beyond motion.SHUT at this scale, and shut lips
 # at or below it (where the motion stage keeps lips shut). Drawn from 0 at full scale, the shut
 # range already parted the lips (mediapipe: 0.081 eye distances at jaw 0.1 against 0.044 at 0),
 # so every quiet syllable showed a slit and the spread was 1.31x real people's, the peaks 1.37x
 # (training/motion/judge.py, four held-out speakers). Drawn from SHUT at 0.75: correlation with
-# the real mouth 0.482 -> 0.523, spread 0.88x, peaks 1.11x, the other GRID speakers' peaks 2.42x
-# -> 1.95x (at 1.0: 0.525, 1.07x, 1.22x, 2.21x).
+# the real mouth 0.482 -> 0.523, spread 0.88x, peaks 1.11x. The jaw now drops further than the
+# lips part (UPPER_FOLLOW), hence 1.45: spread 0.82x, peaks 1.03x (docs/motion.md)
 RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / this
 CORNER_SAG = 0.4  # the lower lip near the corners drops this much less than at the middle
 CLOSE_OVERLAP = 0.6  # each inner lip travels this share of the gap: they overlap a little, so
@@ -56,7 +56,13 @@ CLOSE_OUTER = 0.7  # share of the lip closure that the outer lip contour follows
 # lips move to meet. At 0.35 the inner edges stretched towards each other and mediapipe read the
 # default portrait's shut mouth as parted (0.078 eye distances; 0.7: 0.052; real shut mouths
 # 0.01-0.04). At 1.0 (0.044) the open/shut lip thickness fell to 1.053 (training/motion/judge.py)
-UPPER_RAISE = 0.06  # the upper inner lip's rise, as a share of the jaw's drop
+UPPER_FOLLOW = 0.6  # the upper inner lip comes down this share of the jaw's drop: in speech the
+# jaw drops further than the lips part and the upper lip, relaxed, covers the upper teeth and
+# shows more of itself. Lifted instead (0.06 of the drop upwards), a speaking mouth was a fixed
+# grin whose lips mediapipe read no thicker open than shut (x1.028; real people x1.103, four
+# held-out speakers, training/motion/judge.py); at 0.6 (with DRAWN_JAW 1.45) x1.111
+READ_UPPER_FOLLOW = -0.06  # how real footage is read (rig_fit): the upper lip rises a little as
+# the jaw drops, so jaw_open keeps the unit the motion model's labels were fitted in
 LIP_SWELL = 0.25  # real lips get thicker as they part (x1.04-1.17 between shut and open frames,
 # measured by training/motion/judge.py on held-out speakers): the outer contours travel this
 # share of the drop further than the inner ones, the lower lip down and the upper lip up
@@ -92,9 +98,9 @@ class FaceFrame:
 class FaceRig:
     """Control points of one portrait and the displacement basis of each coefficient."""
 
-    def __init__(self, landmarks: np.ndarray, drawn: float = DRAWN):
+    def __init__(self, landmarks: np.ndarray, drawn: float = DRAWN, upper_follow: float = UPPER_FOLLOW):
         self.lm = landmarks.astype(np.float32)
-        self.drawn = drawn
+        self.drawn, self.upper_follow = drawn, upper_follow
         self.frame = FaceFrame.of(self.lm)
         self.index = {lm_id: row for row, lm_id in enumerate(CONTROL)}
         self.points = self.lm[CONTROL]
@@ -172,9 +178,9 @@ class FaceRig:
             out[self.index[lm_id]] = share * drop * (1 + LIP_SWELL * swell * (lm_id in LOWER_OUTER))
         for lm_id in (61, 291, 78, 308):
             out[self.index[lm_id]] = 0.45 * drop
-        self._set(out, UPPER_INNER[1:-1], np.tile(-UPPER_RAISE * drop, (9, 1)))
+        self._set(out, UPPER_INNER[1:-1], np.tile(self.upper_follow * drop, (9, 1)))
         swell_up = 1 - np.clip(np.abs(self._lateral(UPPER_OUTER[1:-1])), 0, 1) ** 2
-        self._set(out, UPPER_OUTER[1:-1], -(UPPER_RAISE + LIP_SWELL * swell_up)[:, None] * drop)
+        self._set(out, UPPER_OUTER[1:-1], (self.upper_follow - LIP_SWELL * swell_up)[:, None] * drop)
         return out
 
     def _mouth_bases(self) -> dict[str, np.ndarray]:
