@@ -8,12 +8,12 @@ from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 
 DARK_LUMA = 90  # the real inner mouth is shaded, not black
 OPEN = 100  # dark pixels of a visibly open mouth. The portrait draws lips shut up to jaw_open 0.1
-# (rig.DRAWN_JAW); the default avatar shows 6 there, 66 at 0.15 and 217 at 0.2. 100 is where
+# (rig.DRAWN_JAW); the default avatar shows 6 there, 26 at 0.15 and 160 at 0.2. 100 is where
 # mediapipe reads about 0.07 eye distances, the opening that real held-out speakers pass in 39 %
 # of their clips' frames (ours: 42 %; training/motion/judge.py's clips)
 OPEN_SHARE = 0.15  # share of speech frames above OPEN that shows a talking mouth. Drawn as open as
-# real people's, the mouth passes 0.07 eye distances in 33 % of jfk.flac's frames, where this
-# count gives 28 % (a mouth drawn open in 69 % of real
+# real people's, the mouth passes 0.07 eye distances in 34 % of jfk.flac's frames, where this
+# count gives 25 % (a mouth drawn open in 69 % of real
 # clips' frames, 1.8x as often as the people's own, passed 0.3 here)
 
 

@@ -50,7 +50,7 @@ class SamplerConfig:
     (0.65: 1.16x, 1.48x, 86 %). The peaks stay high partly because mediapipe reads the default
     portrait's shut mouth as slightly parted (0.052 eye distances; real: 0.01-0.04). A portrait
     now draws the jaw from SHUT at rig.DRAWN_JAW, the upper lip following it down (rig.UPPER_FOLLOW):
-    spread 0.82x, peaks 1.03x (docs/motion.md)."""
+    spread 0.94x, peaks 1.13x (docs/motion.md)."""
     emphasis: EmphasisConfig = EmphasisConfig()
     """How far the jaw follows the voice's stress, on top of jaw_gain."""
     closure_gate: tuple[float, float] = (0.5, 0.7)

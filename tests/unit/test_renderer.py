@@ -68,6 +68,20 @@ def test_open_mouth_shows_teeth_not_a_flat_hole(renderer):
     assert np.percentile(luma, 95) - np.percentile(luma, 5) > 100  # light and shade, not one colour
 
 
+def test_the_photos_upper_teeth_show_under_the_relaxed_speaking_lip(renderer):
+    """The lip comes down from the photo's grin; its upper teeth come part of the way with it."""
+    rig = renderer.rig
+    coeffs = motion.zeros(1)[0]
+    coeffs[motion.INDEX["jaw_open"]] = 0.45  # an open vowel in speech
+    rgb = renderer.render(coeffs)
+    pts = rig.points + rig.displacement(rig.as_drawn(coeffs))
+    cx, w = rig.frame.mouth_center[0], rig.frame.mouth_width
+    top, bottom = (pts[rig.index[i]][1] for i in (13, 14))
+    band = rgb[int(top):int(top + 0.35 * (bottom - top)), int(cx - 0.2 * w):int(cx + 0.2 * w)]
+    luma = band.astype(float) @ [0.299, 0.587, 0.114]
+    assert (luma > 170).mean() > 0.15, "a strip of the upper teeth under the upper lip"
+
+
 @pytest.mark.parametrize("side,eye", [("blink_l", 386), ("blink_r", 159)])
 def test_blink_closes_the_eye(renderer, side, eye):
     lm = renderer.rig.lm

@@ -5,8 +5,9 @@ of a real person, each unwrapped between its own inner lips, built by
 training/portrait/mouth_bank.py). Each frame, the two rungs nearest the current opening
 are laid between the portrait's inner lips and mixed, relit to the portrait's light.
 A portrait that shows its own teeth keeps them in front (split at the lip midline: the
-upper row stays with the skull, the lower follows the jaw), with the real cavity
-behind. Nothing is stretched from the lip texture and nothing is painted over the lips.
+upper row comes part of the way down with the upper lip, the lower follows the jaw),
+with the real cavity behind. Nothing is stretched from the lip texture and nothing is
+painted over the lips.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ CAST = 0.5  # how much of the portrait's colour cast (light and skin together) t
 UPPER_SHADE = (0.5, 0.06)  # how much the upper lip darkens what is just under it, and how far (mouth widths)
 LOWER_SHADE = (0.25, 0.03)
 LOWER_FOLLOW = 0.72  # a portrait's own lower teeth drop a little less than the lower lip
+UPPER_TEETH_FOLLOW = 0.5  # and its upper teeth come down this share of the upper lip's way: a
+# photo's grin shows them high under a raised lip, and the relaxed speaking lip (rig.UPPER_FOLLOW)
+# would hide them all behind it (measured on the judge: 0.5 keeps a strip of them in sight)
 SEAM_SHADE = 0.55  # shut lips meet in a line this much darker than the lips
 SEAM_HALF = 0.02  # its half height, in mouth widths
 
@@ -189,14 +193,16 @@ def _real_mouth(rig: FaceRig, atlas: MouthAtlas, xs: np.ndarray, ys: np.ndarray,
 
 
 def _own_teeth(own: tuple[np.ndarray, np.ndarray], sub: Box, above: np.ndarray, jaw: np.ndarray) -> np.ndarray:
-    """The portrait's own teeth: the upper row where it was, the lower row moved with the jaw
-    (a little less than the lower lip, LOWER_FOLLOW, so the opening shows the mouth behind)."""
+    """The portrait's own teeth: the upper row moved with the upper lip (UPPER_TEETH_FOLLOW of
+    its way), the lower row with the jaw (a little less than the lower lip, LOWER_FOLLOW, so the
+    opening shows the mouth behind). `jaw`: the jaw's move of the lower and the upper lip."""
     sx0, sy0, sx1, sy1 = sub
     upper, lower = own
     gx, gy = np.meshgrid(np.arange(sx0, sx1, dtype=np.float32), np.arange(sy0, sy1, dtype=np.float32))
-    shift = jaw * LOWER_FOLLOW
-    moved = cv2.remap(lower, gx - shift[0], gy - shift[1], cv2.INTER_LINEAR, borderValue=0)
-    return np.where(above[..., None], upper[sy0:sy1, sx0:sx1], moved)
+    low_shift, up_shift = jaw[0] * LOWER_FOLLOW, jaw[1] * UPPER_TEETH_FOLLOW
+    moved = cv2.remap(lower, gx - low_shift[0], gy - low_shift[1], cv2.INTER_LINEAR, borderValue=0)
+    upper_moved = cv2.remap(upper, gx - up_shift[0], gy - up_shift[1], cv2.INTER_LINEAR, borderValue=0)
+    return np.where(above[..., None], upper_moved, moved)
 
 
 def _seam(frame: np.ndarray, rig: FaceRig, atlas: MouthAtlas, up: np.ndarray, low: np.ndarray) -> None:

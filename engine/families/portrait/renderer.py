@@ -122,7 +122,8 @@ class PortraitRenderer:
         coeffs = self.rig.as_drawn(coeffs)
         weights = self.rig.weights(coeffs)
         self._warp_face(frame, np.tensordot(weights[self._moving], self._fields, axes=1))
-        jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[self.rig.index[14]]
+        # the jaw's own move of the lower and the upper lip's middle: the teeth follow them
+        jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[[self.rig.index[14], self.rig.index[13]]]
         composite(frame, self.rig, self.atlas, self.mouth_box, self.rig.displacement(coeffs), jaw)
         return frame
 

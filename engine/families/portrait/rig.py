@@ -41,13 +41,14 @@ JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths: the unit 
 DRAWN = 0.84  # a portrait draws this share of it. With real inner mouths (mouth_interior.py)
 # mediapipe reads the same lips as parted further than over the old dark slot: at 1.0 the spread
 # was 1.43x real people's (training/motion/judge.py); at 0.84, 1.31x
-DRAWN_JAW = 1.45  # a portrait draws jaw_open's rise beyond motion.SHUT at this scale, and shut lips
+DRAWN_JAW = 1.3  # a portrait draws jaw_open's rise beyond motion.SHUT at this scale, and shut lips
 # at or below it (where the motion stage keeps lips shut). Drawn from 0 at full scale, the shut
 # range already parted the lips (mediapipe: 0.081 eye distances at jaw 0.1 against 0.044 at 0),
 # so every quiet syllable showed a slit and the spread was 1.31x real people's, the peaks 1.37x
 # (training/motion/judge.py, four held-out speakers). Drawn from SHUT at 0.75: correlation with
 # the real mouth 0.482 -> 0.523, spread 0.88x, peaks 1.11x. The jaw now drops further than the
-# lips part (UPPER_FOLLOW), hence 1.45: spread 0.82x, peaks 1.03x (docs/motion.md)
+# lips part (UPPER_FOLLOW), hence 1.3: spread 0.94x, peaks 1.13x, the other GRID speakers' peaks
+# 1.92x (at 1.45 with the upper teeth shown: 2.12x; docs/motion.md)
 RELEASE_RATE = 2.5  # jaw_open at which the closure has fully released is 1 / this
 CORNER_SAG = 0.4  # the lower lip near the corners drops this much less than at the middle
 CLOSE_OVERLAP = 0.6  # each inner lip travels this share of the gap: they overlap a little, so
@@ -60,7 +61,8 @@ UPPER_FOLLOW = 0.6  # the upper inner lip comes down this share of the jaw's dro
 # jaw drops further than the lips part and the upper lip, relaxed, covers the upper teeth and
 # shows more of itself. Lifted instead (0.06 of the drop upwards), a speaking mouth was a fixed
 # grin whose lips mediapipe read no thicker open than shut (x1.028; real people x1.103, four
-# held-out speakers, training/motion/judge.py); at 0.6 (with DRAWN_JAW 1.45) x1.111
+# held-out speakers, training/motion/judge.py); at 0.6 x1.100 (with DRAWN_JAW 1.3, and a photo's
+# own upper teeth coming half the lip's way down, mouth_interior.UPPER_TEETH_FOLLOW)
 READ_UPPER_FOLLOW = -0.06  # how real footage is read (rig_fit): the upper lip rises a little as
 # the jaw drops, so jaw_open keeps the unit the motion model's labels were fitted in
 LIP_SWELL = 0.25  # real lips get thicker as they part (x1.04-1.17 between shut and open frames,
