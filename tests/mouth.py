@@ -13,8 +13,8 @@ OPEN = 100  # dark pixels of a visibly open mouth. The portrait draws lips shut 
 # of their clips' frames (ours: 42 %; training/motion/judge.py's clips)
 OPEN_SHARE = 0.15  # share of speech frames above OPEN that shows a talking mouth. Drawn as open as
 # real people's, the mouth passes 0.07 eye distances in 34 % of jfk.flac's frames, where this
-# count gives 25 % (a mouth drawn open in 69 % of real
-# clips' frames, 1.8x as often as the people's own, passed 0.3 here)
+# count gives 25 % (a mouth drawn open in 69 % of real clips' frames, 1.8x as often as the
+# people's own, passed 0.3 here)
 
 
 def mouth_box(pad: float = 0.12) -> tuple[int, int, int, int]:
@@ -23,9 +23,9 @@ def mouth_box(pad: float = 0.12) -> tuple[int, int, int, int]:
     lips = lm[[61, 291, 0, 17]]
     w = lips[1, 0] - lips[0, 0]
     x0, x1 = lips[0, 0] - pad * w, lips[1, 0] + pad * w
-    # Speech drops the lower lip at most 0.23 mouth widths (rig.DRAWN_JAW at the published jaw's
-    # 0.6; under the box's 0.3 below the lips). 0.4 below them reached the
-    # collar when idle breathing and sway lifted it: 136-204 dark pixels in silence for 3 of 6 seeds
+    # Speech drops the lower lip at most 0.21 mouth widths (rig.DRAWN_JAW at the published jaw's
+    # 0.6), inside the box's 0.3 below the lips. 0.4 below them reached the collar when idle
+    # breathing and sway lifted it: 136-204 dark pixels in silence for 3 of 6 seeds
     y0, y1 = lips[2, 1] - 0.3 * w, lips[3, 1] + 0.3 * w
     return int(x0), int(y0), int(x1), int(y1)
 
