@@ -24,6 +24,13 @@ def frame(renderer, **values) -> np.ndarray:
     return renderer.render(coeffs)
 
 
+def drawn_points(rig, jaw: float) -> np.ndarray:
+    """The control points where the renderer draws them at this jaw_open."""
+    coeffs = motion.zeros(1)[0]
+    coeffs[motion.INDEX["jaw_open"]] = jaw
+    return rig.points + rig.displacement(rig.as_drawn(coeffs))
+
+
 def test_neutral_lips_meet_even_though_the_reference_shows_teeth(renderer):
     rig = renderer.rig
     ref_gap = (rig.lm[LOWER_INNER] - rig.lm[UPPER_INNER])[:, 1].max()
@@ -44,13 +51,8 @@ def test_mouth_opens_monotonically_with_the_jaw(renderer):
 def test_the_jaw_drops_further_than_the_lips_part_and_the_upper_lip_comes_down(renderer):
     """As in speech (and what makes mediapipe read lips thicker open than shut, as real ones)."""
     rig = renderer.rig
-
-    def drawn(jaw: float) -> np.ndarray:
-        coeffs = motion.zeros(1)[0]
-        coeffs[motion.INDEX["jaw_open"]] = jaw
-        return (rig.points + rig.displacement(rig.as_drawn(coeffs))) @ rig.frame.down
-
-    shut, wide = drawn(0.4), drawn(0.6)  # both past the shut lips' closure (rig.RELEASE_RATE)
+    # both past the shut lips' closure (rig.RELEASE_RATE)
+    shut, wide = (drawn_points(rig, jaw) @ rig.frame.down for jaw in (0.4, 0.6))
     at = lambda y, lm_id: y[rig.index[lm_id]]  # noqa: E731
     gap_growth = (at(wide, 14) - at(wide, 13)) - (at(shut, 14) - at(shut, 13))
     assert gap_growth > 0.02 * rig.frame.mouth_width, "the lips part"
@@ -71,10 +73,8 @@ def test_open_mouth_shows_teeth_not_a_flat_hole(renderer):
 def test_the_photos_upper_teeth_show_under_the_relaxed_speaking_lip(renderer):
     """The lip comes down from the photo's grin; its upper teeth come part of the way with it."""
     rig = renderer.rig
-    coeffs = motion.zeros(1)[0]
-    coeffs[motion.INDEX["jaw_open"]] = 0.45  # an open vowel in speech
-    rgb = renderer.render(coeffs)
-    pts = rig.points + rig.displacement(rig.as_drawn(coeffs))
+    rgb = frame(renderer, jaw_open=0.45)  # an open vowel in speech
+    pts = drawn_points(rig, 0.45)
     cx, w = rig.frame.mouth_center[0], rig.frame.mouth_width
     top, bottom = (pts[rig.index[i]][1] for i in (13, 14))
     band = rgb[int(top):int(top + 0.35 * (bottom - top)), int(cx - 0.2 * w):int(cx + 0.2 * w)]

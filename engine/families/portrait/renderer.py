@@ -54,6 +54,8 @@ class PortraitRenderer:
         mouth_pts = np.array([f.mouth_center - 0.9 * f.mouth_width, f.mouth_center + 0.9 * f.mouth_width])
         self.mouth_box = _box(mouth_pts, 0.0, self.size, 1)
         self.atlas = build_atlas(self.rig, self.image, self.mouth_box)
+        # the jaw's own move of the lower and the upper lip's middle per unit: the teeth follow them
+        self._lip_jaw = self.rig.jaw_only[[self.rig.index[14], self.rig.index[13]]]
         bases = self._head_bases(portrait.landmarks)
         low = self.size // HEAD_MAP_DIV  # the head field is smooth: sum it small, then upsample
         self._head_index = [motion.INDEX[k] for k in bases]
@@ -122,8 +124,7 @@ class PortraitRenderer:
         coeffs = self.rig.as_drawn(coeffs)
         weights = self.rig.weights(coeffs)
         self._warp_face(frame, np.tensordot(weights[self._moving], self._fields, axes=1))
-        # the jaw's own move of the lower and the upper lip's middle: the teeth follow them
-        jaw = coeffs[motion.INDEX["jaw_open"]] * self.rig.jaw_only[[self.rig.index[14], self.rig.index[13]]]
+        jaw = coeffs[motion.INDEX["jaw_open"]] * self._lip_jaw
         composite(frame, self.rig, self.atlas, self.mouth_box, self.rig.displacement(coeffs), jaw)
         return frame
 
