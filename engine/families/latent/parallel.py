@@ -175,11 +175,22 @@ def helper(rank: int, ranks: int, address: str, backend: str, model_dir: str) ->
     parallel = SequenceParallel(dit.blocks, dit.config.num_heads)
     with torch.inference_mode():
         while True:
-            header = _broadcast(torch.zeros(HEADER, dtype=torch.int64), device).cpu()
+            header = _next_header(device)
             if header[0] == STOP:
                 break
             dit(*_inputs(header, device), run_blocks=parallel)
     dist.destroy_process_group()
+
+
+def _next_header(device: torch.device) -> torch.Tensor:
+    """The next forward's header from rank 0. A worker that ends without saying STOP (killed, or
+    crashed: its own log says why) closes the group's connections under this wait; the helper
+    then goes too, with one line instead of a collective's traceback."""
+    try:
+        return _broadcast(torch.zeros(HEADER, dtype=torch.int64), device).cpu()
+    except RuntimeError as err:  # gloo raises RuntimeError, NCCL its subclass DistBackendError
+        print(f"DiT helper rank ends: its worker is gone ({str(err).splitlines()[0][:160]})", file=sys.stderr)
+        os._exit(0)  # not through the process group's teardown, which would wait on the dead peer
 
 
 def _die_with_parent(every_s: float = 1.0) -> None:
