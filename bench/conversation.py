@@ -69,6 +69,15 @@ class Watch:
     def first_sound_after(self, t0: float) -> float | None:
         return next((t for t, level in self.audio_times() if t >= t0 and level > LOUD), None)
 
+    async def sound_after(self, t0: float, timeout: float = 10.0) -> float:
+        """When the first sound after t0 arrived, waiting for it: under load it can take seconds."""
+        deadline = time.time() + timeout
+        while (heard := self.first_sound_after(t0)) is None:
+            if time.time() > deadline:
+                raise TimeoutError(f"no sound within {timeout:.0f} s")
+            await asyncio.sleep(0.05)
+        return heard
+
     def silent_for_good_after(self, t0: float) -> float | None:
         """When the audio went quiet and stayed quiet (speech has pauses of its own)."""
         frames = [(t, level) for t, level in self.audio_times() if t >= t0]
@@ -123,8 +132,7 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
         chat_ms = (heard - end_of_speech) * 1000 - llm.last_first_token_ms
         t0 = time.time()
         await w.viewer.post("speak", {"text": "Here is a reply of about the same length."})
-        await asyncio.sleep(2.5)
-        speak_ms = (w.first_sound_after(t0) - t0) * 1000
+        speak_ms = (await w.sound_after(t0) - t0) * 1000
         return (chat_ms, speak_ms, ended["silence_ms"], (heard_text["t"] - ended["t"]) * 1000,
                 (started["t"] - heard_text["t"]) * 1000 - llm.last_first_token_ms, (heard - started["t"]) * 1000,
                 len(ends) - 1)
