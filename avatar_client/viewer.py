@@ -30,7 +30,10 @@ class Received:
 
 
 class AvatarViewer:
-    """Connects like a browser would; keeps the last `keep_frames` video frames."""
+    """Connects like a browser would; keeps the last `keep_frames` video frames.
+
+    Its RTCP receiver reports go out from the event loop it runs on: block that loop for
+    6 s and the server takes the viewer for gone (`peer_gone`). Work on frames in a thread."""
 
     def __init__(self, base_url: str, keep_frames: int = 2000, avatar: str = "default", mode: str = "tts",
                  microphone: str | None = None):
