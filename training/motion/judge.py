@@ -17,8 +17,9 @@ clip's level between its floor and its loud speech) is run beside it. Clips are 
 per speaker first, so each speaker weighs the same; `peak_corr` is the correlation,
 across clips, of our 95th-percentile opening with the real one (a calm speaker should
 get a calm mouth). Phones: p/b/m with a shut frame and open vowels reaching jaw 0.25, over
-all open vowels and over those the person's own mouth opened for (OPENED). The real clips'
-measurements are cached under --out/real.
+all open vowels and over those the person's own mouth opened for (OPENED); open vowels also
+per speaker, and their mean (`open_vowel_by_speaker`: each speaker weighs the same, as
+above). The real clips' measurements are cached under --out/real.
 """
 
 from __future__ import annotations
@@ -123,14 +124,16 @@ def summary(rows: list[dict]) -> dict:
         per[s] = {k: round(float(np.mean([r[k] for r in mine])), 3) for k in
                   ("corr", "best_corr", "std_ratio", "p95_ratio", "thickness_ratio", "real_thickness_ratio")}
         per[s]["clips"] = len(mine)
+        per[s]["open_vowel"] = _share([hit for r in mine for hit in r.get("open_vowels_reached", [])])
     mean = lambda k: round(float(np.mean([per[s][k] for s in speakers])), 3)  # noqa: E731
     median = lambda k: round(float(np.median([per[s][k] for s in speakers])), 3)  # noqa: E731
     peaks = np.array([(r["p95"], r["real_p95"]) for r in rows])
+    vowels = [per[s]["open_vowel"] for s in speakers if np.isfinite(per[s]["open_vowel"])]
     return {"corr": mean("corr"), "best_corr": mean("best_corr"), "std_ratio_median": median("std_ratio"),
             "p95_ratio_median": median("p95_ratio"), "thickness_ratio": mean("thickness_ratio"),
             "real_thickness_ratio": mean("real_thickness_ratio"),
             "peak_corr": round(float(np.corrcoef(peaks.T)[0, 1]), 3) if peaks[:, 0].std() > 1e-6 else 0.0,
-            "speakers": per}
+            "open_vowel_by_speaker": round(float(np.mean(vowels)), 3) if vowels else float("nan"), "speakers": per}
 
 
 def phones(clip: HeldOut, pcm: np.ndarray) -> list:
@@ -176,9 +179,11 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
         for system in systems:
             coeffs = track(system, real["pcm"], WEIGHTS)
             ours = mouth_measures(landmarks(meter.frames(coeffs)))
-            for into, got in zip(scored[system], phone_scores(coeffs[:, JAW], segments)):
-                into += got
-            row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, **clip_scores(ours, real)}
+            closed, reached = phone_scores(coeffs[:, JAW], segments)
+            scored[system][0].extend(closed)
+            scored[system][1].extend(reached)
+            row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, "open_vowels_reached": reached,
+                   **clip_scores(ours, real)}
             rows[system].append(row)
             log(json.dumps({system: {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}}))
     jfk_pcm, jfk_segments = jfk_set()[0]
