@@ -33,7 +33,7 @@ def f0_track(x: np.ndarray, hop: int = 160, win: int = 400, lo: float = 70, hi: 
     """Pitch (Hz, NaN where unvoiced) every 10 ms of 16 kHz audio: YIN's cumulative-mean-normalised
     difference, its lowest dip between 2.5 and 14 ms when under 0.25, in frames within 35 dB of
     the loudest."""
-    lags = np.arange(1, int(RATE / lo))
+    lags, first = np.arange(1, int(RATE / lo)), int(RATE / hi) - 1
     starts = np.arange(0, len(x) - win - lags[-1], hop)
     level = np.array([10 * np.log10(np.mean(x[s : s + win] ** 2) + 1e-12) for s in starts])
     f0 = np.full(len(starts), np.nan)
@@ -41,7 +41,6 @@ def f0_track(x: np.ndarray, hop: int = 160, win: int = 400, lo: float = 70, hi: 
         w = x[starts[i] : starts[i] + win + lags[-1]]
         diff = np.array([np.sum((w[:win] - w[t : t + win]) ** 2) for t in lags])
         cmnd = diff * lags / np.maximum(np.cumsum(diff), 1e-12)
-        first = int(RATE / hi) - 1
         dip = first + int(np.argmin(cmnd[first:]))
         if cmnd[dip] < 0.25:
             f0[i] = RATE / lags[dip]
