@@ -71,9 +71,9 @@ async def assert_mouth_follows_voice(url: str, avatar: str) -> None:
     try:
         await viewer.wait_frames(25, timeout=30)
         await asyncio.sleep(12.0)  # the whole recording, spoken into the microphone
-        opening, level = heard_level(viewer)
     finally:
         await viewer.close()
+    opening, level = heard_level(viewer)  # face mesh on 600 frames: seconds, so not while connected
     speech = level > level.max() - 45  # the part of the stream that carries the voice, and its pauses
     first, last = np.argmax(speech), len(speech) - np.argmax(speech[::-1])
     opening, level = opening[first:last], level[first:last]
