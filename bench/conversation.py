@@ -27,7 +27,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -61,13 +61,16 @@ class Watch:
     async def event(self, kind: str, after: float = 0.0, timeout: float = 30.0) -> dict:
         return await self.viewer.wait_event(kind, timeout, after)
 
-    def audio_times(self) -> list[tuple[float, float]]:
-        """(arrival on the time.time clock, rms) for each received audio frame."""
+    def audio_times(self, after: float = 0.0) -> Iterator[tuple[float, float]]:
+        """(arrival on the time.time clock, rms) for each audio frame received after `after`,
+        its level computed only when asked for (sound_after polls while the server works)."""
         shift = time.time() - time.monotonic()
-        return [(t + shift, float(np.sqrt(np.mean(p.astype(np.float64) ** 2)))) for t, p in self.viewer.received.audio]
+        for t, pcm in list(self.viewer.received.audio):
+            if t + shift >= after:
+                yield t + shift, float(np.sqrt(np.mean(pcm.astype(np.float64) ** 2)))
 
     def first_sound_after(self, t0: float) -> float | None:
-        return next((t for t, level in self.audio_times() if t >= t0 and level > LOUD), None)
+        return next((t for t, level in self.audio_times(t0) if level > LOUD), None)
 
     async def sound_after(self, t0: float, timeout: float = 10.0) -> float:
         """When the first sound after t0 arrived, waiting for it: under load it can take seconds."""
@@ -80,7 +83,7 @@ class Watch:
 
     def silent_for_good_after(self, t0: float) -> float | None:
         """When the audio went quiet and stayed quiet (speech has pauses of its own)."""
-        frames = [(t, level) for t, level in self.audio_times() if t >= t0]
+        frames = list(self.audio_times(t0))
         loud = [t for t, level in frames if level > LOUD]
         if not frames:
             return None

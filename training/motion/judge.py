@@ -170,8 +170,7 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
 
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
-    scored: dict[str, tuple[list, list]] = {s: ([], []) for s in systems}
-    opened: list[bool] = []  # per open vowel, in the order scored: the person opened for it
+    opened: list[bool] = []  # per open vowel, in the order of the rows: the person opened for it
     for clip in clips:
         real = real_measures(clip, cache)
         segments = phones(clip, real["pcm"])
@@ -180,16 +179,15 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
             coeffs = track(system, real["pcm"], WEIGHTS)
             ours = mouth_measures(landmarks(meter.frames(coeffs)))
             closed, reached = phone_scores(coeffs[:, JAW], segments)
-            scored[system][0].extend(closed)
-            scored[system][1].extend(reached)
-            row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, "open_vowels_reached": reached,
-                   **clip_scores(ours, real)}
+            row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, "closures_shut": closed,
+                   "open_vowels_reached": reached, **clip_scores(ours, real)}
             rows[system].append(row)
             log(json.dumps({system: {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}}))
     jfk_pcm, jfk_segments = jfk_set()[0]
     out: dict = {"clips": len(clips)}
     for system in systems:
-        closed, reached = scored[system]
+        closed = [hit for row in rows[system] for hit in row["closures_shut"]]
+        reached = [hit for row in rows[system] for hit in row["open_vowels_reached"]]
         jfk_closed, jfk_opened = phone_scores(track(system, jfk_pcm, WEIGHTS)[:, JAW], jfk_segments)
         theirs = [hit for hit, real in zip(reached, opened) if real]
         out[system] = summary(rows[system]) | {

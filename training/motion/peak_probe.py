@@ -58,7 +58,7 @@ def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
     band = lambda lo, hi: power[(f >= lo) & (f < hi)].sum(0) + 1e-12  # noqa: E731
     centroid = (f[:, None] * power).sum(0) / (power.sum(0) + 1e-12)
     syllables = len(ss.find_peaks(rms, prominence=6)[0])
-    pitch = f0_track(x / (np.abs(x).max() + 1e-9))
+    pitch = f0_track(x)  # YIN and its level gate are relative: no normalising needed
     semitones = 12 * np.log2(pitch[np.isfinite(pitch)] / np.nanmedian(pitch))
     return {
         "level_db": float(np.percentile(rms, 95)),
