@@ -2,12 +2,14 @@
 
 piper is GPL-3.0, so we talk to its command line (a separate program) over pipes
 and keep this project's licence permissive. One long-lived piper process holds the
-voice loaded; each sentence is one input line and comes back as one WAV file.
+voice loaded (a copy that onnxruntime runs on one thread: speech/one_thread.py); each
+sentence is one input line and comes back as one WAV file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import sys
@@ -21,7 +23,9 @@ import numpy as np
 import psutil
 
 from media.clock import SAMPLE_RATE
+from speech.one_thread import ORT_ENV, one_thread_copy
 
+log = logging.getLogger("speech.tts")
 SYNTH_TIMEOUT_S = 30.0
 TTS_NICENESS = 5  # below rendering, but the first sentence is on the reply's critical path
 WARM_UP = ("Ready.", "The voice is loaded and ready to speak, and this sentence is about as long as the longest "
@@ -130,6 +134,7 @@ class PiperTts:
 
     def __init__(self, voice: Path | None = None, recycle_factor: float = RECYCLE_FACTOR):
         self.voice = voice or default_voice()
+        self._model: Path | None = None  # what piper loads: the voice set to one thread
         self.recycle_factor = recycle_factor
         self._base_mb: float | None = None  # the process's size after its warm-up
         self.recycled = 0
@@ -169,11 +174,22 @@ class PiperTts:
             self.recycled += 1
 
     async def _launch(self) -> None:
+        if self._model is None:
+            self._model = await asyncio.to_thread(self._one_thread_model)
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "piper", "-m", str(self.voice), "-d", str(self._dir),
+            sys.executable, "-m", "piper", "-m", str(self._model), "-d", str(self._dir),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            preexec_fn=_lower_priority,
+            preexec_fn=_lower_priority, env={**os.environ, **ORT_ENV},
         )
+
+    def _one_thread_model(self) -> Path:
+        """The voice copied into the scratch folder, set to one thread (speech/one_thread.py);
+        the voice itself where it cannot be copied (piper then reports a missing one)."""
+        try:
+            return one_thread_copy(self.voice, self._dir)
+        except OSError as exc:
+            log.warning("piper runs %s on a thread per core: %s", self.voice.name, exc)
+            return self.voice
 
     async def synthesize(self, sentence: str, owner: str = "") -> np.ndarray:
         if self._server is None or self._server.done():

@@ -16,10 +16,11 @@ it was cut): one of each per utterance, and a finish even for one cut before it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,10 @@ from speech.tts import TextToSpeech, TtsError
 log = logging.getLogger("server.session")
 MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone (never interrupted)
 MIRROR_BACKLOG = SAMPLE_RATE * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
+HEAD_START_S = 0.3
+"""An utterance's second piece is read once its first begins to play, or this long after
+the first was queued: piper would otherwise read it on the cores rendering the first frames.
+A first piece lasts about a second (speech/sentences.py), so the second is ready in time."""
 
 
 @dataclass
@@ -45,6 +50,7 @@ class Utterance:
     producer: asyncio.Task | None = None  # the task feeding its audio, while that runs
     live: bool = False  # fed by pushed audio, and not yet ended by its source
     played: int | None = None  # frames played since its start mark; None before or after
+    playing: asyncio.Event = field(default_factory=asyncio.Event)  # set at its start mark
 
     @property
     def settled(self) -> bool:
@@ -100,10 +106,20 @@ class Utterances:
             self.speech.finish(utterance_id)
 
     async def speak_sentences(self, utterance_id: str, sentences: AsyncIterator[str]) -> None:
+        first = True
         async for sentence in sentences:
             pcm = await self.tts.synthesize(sentence, owner=self.session_id)
             if not await self.speech.push(utterance_id, pcm):
                 return
+            if first:
+                first = False
+                await self._until_playing(utterance_id)
+
+    async def _until_playing(self, utterance_id: str) -> None:
+        """Until the utterance's first frame plays, at most HEAD_START_S."""
+        if (u := self._all.get(utterance_id)) is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(u.playing.wait(), HEAD_START_S)
 
     def open_live(self) -> str:
         """An utterance fed by pushed audio (the agent socket); `push_audio` and `end_live` follow."""
@@ -172,6 +188,7 @@ class Utterances:
             if mark.kind == "start" and mark.utterance_id not in self.playout.muted:
                 u = self._get(mark.utterance_id)
                 u.played, text, u.text = 0, u.text, None
+                u.playing.set()
                 self._heard.append(mark.utterance_id)
                 self.hub.emit("speak_started", utterance_id=mark.utterance_id)
                 self.hub.emit("playback_started", utterance_id=mark.utterance_id)

@@ -75,3 +75,28 @@ def test_a_killed_servers_scratch_folder_is_removed_by_the_next(tmp_path):
     assert not dead.exists()
     assert (live / "0.wav").exists()
     assert mine.is_dir() and mine.name.startswith(f"avatar-tts-{os.getpid()}-")
+
+
+async def test_piper_reads_the_voice_on_one_thread_and_leaves_no_copy_behind(monkeypatch):
+    """Its pool of a thread per core straggles whenever a core is busy (speech/one_thread.py):
+    the model piper loads must be the voice that onnxruntime sets to one thread."""
+    import onnxruntime
+    import psutil
+
+    tts = PiperTts()
+    await tts.start()
+    try:
+        cmdline = psutil.Process(tts._proc.pid).cmdline()
+        loaded = cmdline[cmdline.index("-m", cmdline.index("piper")) + 1]
+        assert psutil.Process(tts._proc.pid).environ()["ORT_LOAD_CONFIG_FROM_MODEL"] == "1"
+        monkeypatch.setenv("ORT_LOAD_CONFIG_FROM_MODEL", "1")
+        ours = onnxruntime.InferenceSession(loaded, providers=["CPUExecutionProvider"])
+        stock = onnxruntime.InferenceSession(str(tts.voice), providers=["CPUExecutionProvider"])
+        assert ours.get_session_options().intra_op_num_threads == 1
+        assert stock.get_session_options().intra_op_num_threads == 0  # onnxruntime's own choice
+        assert [i.name for i in ours.get_inputs()] == [i.name for i in stock.get_inputs()]
+        assert len(await tts.synthesize("Yes.")) > 0
+    finally:
+        await tts.close()
+    assert not os.path.exists(loaded)
+
