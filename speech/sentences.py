@@ -41,9 +41,8 @@ first sentence's end even before the next token shows the space after it."""
 ABBREVIATIONS = frozenset({"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "etc.", "e.g.", "i.e.", "no."})
 FIRST_PIECE_WORDS = 6
 """A first clause longer than this is cut: the reply is heard only once its first piece is
-read, and piper's time grows with its length (2 cores, quiet: 93 ms for 9 words, 50 for their
-first 4; with the session rendering beside it, as `POST /speak` runs: 150-167 ms for the 9).
-The cut costs a phrase break mid-sentence."""
+read, and piper's time grows with its length (on its one thread, quiet: 93 ms for 4 words,
+155 for 7, 258 for 11). The cut costs a phrase break mid-sentence."""
 PHRASE_STARTS = frozenset({"and", "but", "or", "so", "because", "that", "which", "who", "when", "where", "while",
                            "if", "to", "about", "of", "in", "on", "for", "with", "from", "as", "than"})
 """Words a phrase begins with: a long first clause is cut before one of them where it can."""
