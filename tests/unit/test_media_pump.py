@@ -25,11 +25,13 @@ class NumberedFrames:
     def __init__(self, encoded: bool = False):
         self.encoded = encoded
         self.released: list[int] = []
+        self.requests: list[int] = []  # frames asked for, per render
 
     async def wait_open(self) -> None:
         pass
 
     async def render(self, chunk_id: int, first_frame: int, pcm: np.ndarray, frames: int) -> RenderedChunk:
+        self.requests.append(frames)
         return RenderedChunk(chunk_id, list(range(first_frame, first_frame + frames)))
 
     def release(self, slot: int) -> None:
@@ -41,10 +43,11 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def play_speech(encoded: bool, utterances: int, ticks: int = 12) -> tuple[list[tuple[int, int]], list[int]]:
-    """Idle frames up to the lead, then `utterances` of 3 frames each, back to back: the
-    (slot, audio value) of each tick played, and the slots released."""
-    engine, speech, shown = NumberedFrames(encoded), SpeechQueue(), []
+async def play_speech(encoded: bool, utterances: int, ticks: int = 12, length: int = 3,
+                      engine: NumberedFrames | None = None) -> tuple[list[tuple[int, int]], list[int]]:
+    """Idle frames up to the lead, then `utterances` of `length` frames each, back to back:
+    the (slot, audio value) of each tick played, and the slots released."""
+    engine, speech, shown = engine or NumberedFrames(encoded), SpeechQueue(), []
 
     def frame_of(slot: int) -> np.ndarray | bytes:
         shown.append(slot)
@@ -57,7 +60,7 @@ async def play_speech(encoded: bool, utterances: int, ticks: int = 12) -> tuple[
     await settle()
     assert playout.buffered == LEAD
     for n in range(utterances):
-        await speech.push(f"u{n}", np.full(3 * SAMPLES_PER_FRAME, n + 1, np.int16))
+        await speech.push(f"u{n}", np.full(length * SAMPLES_PER_FRAME, n + 1, np.int16))
         speech.finish(f"u{n}")
     await settle()
     heard = []
@@ -89,3 +92,15 @@ async def test_back_to_back_speech_loses_no_frame_and_no_sound():
 async def test_an_encoded_stream_keeps_its_lookahead_frames():
     played, _ = await play_speech(encoded=True, utterances=1)
     assert played[:5] == [(0, 0), (4, 0), (5, 0), (6, 1), (7, 1)]
+
+
+async def test_the_dropped_lookahead_rides_along_with_the_first_speech_chunk():
+    """One render request at the onset, not two: on a busy worker each waits behind the
+    other sessions' chunks. The frames played are those of two requests."""
+    engine = NumberedFrames()
+    played, released = await play_speech(encoded=False, utterances=1, length=6, engine=engine)
+    assert played[:8] == [(0, 0), (6, 1), (7, 1), (8, 1), (9, 1), (10, 1), (11, 1), (12, 0)]
+    assert {1, 2, 3, 4, 5} <= set(released)
+    onset = engine.requests.index(CHUNK + DELAY)
+    assert engine.requests[:onset] == [CHUNK] * (LEAD // CHUNK)  # the idle lead, then the onset
+    assert engine.requests[onset + 1 :] == [CHUNK] * (len(engine.requests) - onset - 1)
