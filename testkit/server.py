@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 ARTIFACTS = ROOT / "artifacts"  # logs and screenshots a failing run leaves behind
 ARTIFACTS.mkdir(exist_ok=True)
+LOG_TAIL = 60
 
 
 def free_port() -> int:
@@ -69,8 +70,11 @@ class ServerProcess:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, *exc) -> None:
         self.stop()
+        if kind is not None:  # a failing test shows what the server said (CI keeps no artifacts)
+            lines = Path(self.log.name).read_text(errors="replace").splitlines()
+            print(f"--- the last {LOG_TAIL} lines of {self.log.name} ---", *lines[-LOG_TAIL:], sep="\n")
 
     def stop(self) -> None:
         end(self.proc, 20)

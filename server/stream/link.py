@@ -6,6 +6,15 @@ give. A delay-based estimate alone cannot see a full queue that drops packets (t
 stops growing), so loss above LOSS_HIGH brings the rate down and loss above LOSS_LOW
 forbids probing up.
 
+A receiver's estimate sees only what is sent: Chromium's may not rise past 1.5x the
+rate it receives, and near the capacity it last measured it creeps up by a few kbit/s
+a second. After a narrow link widens it can sit within the hysteresis band for tens of
+seconds (seen in CI: 216 kbit/s for 35 s, where passing runs took 13-15 s back to
+1,200). libwebrtc's sender probes past its estimate for this; here an estimate that
+holds steady for `wait` seconds without loss is probed past by one STEP_UP. If the link
+answers that with a lower estimate or with loss, the next such probe waits twice as
+long (up to PROBE_AFTER_MAX_S), so a link that is really full is tried rarely.
+
 RetransmitLimit bounds what aiortc resends on NACKs: it resends every packet named in
 every NACK, and a browser names a missing packet again each round trip, so on a full
 link the resends crowd out new packets and the loss feeds itself (measured with
@@ -31,6 +40,7 @@ DOWN, UP = 0.8, 1.05  # the estimate must leave this band around the rate to mov
 STEP_UP = 1.2  # an estimate above what is sent means no congestion: probe one step higher
 LOSS_LOW, LOSS_HIGH = 0.03, 0.06  # fractions lost: above LOW hold, above HIGH come down
 MIN_CHANGE_S = 2.0
+PROBE_AFTER_S, PROBE_AFTER_MAX_S = 2 * MIN_CHANGE_S, 64.0  # a steady estimate is probed past after this
 RESEND_SHARE = 0.2  # of the video's bitrate, at most, goes to resent packets
 RESEND_BURST = 8  # packets
 RESEND_GAP_S = 0.25  # one packet is resent at most once in this long (about a round trip)
@@ -45,7 +55,9 @@ class BitrateControl:
 
     def __init__(self, ceiling: int):
         self.ceiling, self.rate, self.changed_at = ceiling, ceiling, -MIN_CHANGE_S
-        self.lost = 0.0  # the fraction of packets lost over the latest second of receiver reports
+        self.lost = 0.0  # the fraction of packets lost lately, by the receiver's reports
+        self.wait = PROBE_AFTER_S  # how long a steady estimate holds before it is probed past
+        self._past_estimate = False  # the latest change went past the estimate
 
     def estimate(self, bps: int, now: float) -> bool:
         """Take one estimate of what the video may send; True when the target changed.
@@ -55,8 +67,14 @@ class BitrateControl:
         as in aiortc's); the delay it measures includes the audio's."""
         if bps < self.rate * DOWN:
             return self._change(int(bps * 0.9), now, "estimate")  # a little under it: drain the queue
-        if bps > self.rate * UP and self.lost <= LOSS_LOW:  # one step up, never past the estimate
+        if self.lost > LOSS_LOW:
+            return False
+        if bps > self.rate * UP:  # one step up, never past the estimate
+            self.wait = PROBE_AFTER_S
             return self._change(min(int(self.rate * STEP_UP), bps), now, "probe")
+        if now - self.changed_at >= self.wait and self._change(int(self.rate * STEP_UP), now, "steady: probe past it"):
+            self._past_estimate = True
+            return True
         return False
 
     def loss(self, fraction: float, now: float) -> bool:
@@ -70,6 +88,9 @@ class BitrateControl:
         rate = min(self.ceiling, max(MIN_BITRATE, rate))
         if rate == self.rate or now - self.changed_at < MIN_CHANGE_S:
             return False
+        if rate < self.rate and self._past_estimate:  # the link refused the probe: try it less often
+            self.wait = min(PROBE_AFTER_MAX_S, self.wait * 2)
+        self._past_estimate = False
         logger.info("video bitrate %d -> %d kbit/s (%s)", self.rate // 1000, rate // 1000, why)
         self.rate, self.changed_at = rate, now
         return True

@@ -22,6 +22,9 @@ from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 STATS_PERIOD_S = 1.0
 CONNECT_TIMEOUT_S = 10.0  # a peer that never pulls media does not hold capacity for long
 PEER_SILENT_S = 6.0  # no RTCP receiver report for this long: the viewer is gone (tab closed)
+# Loss is judged over at least this many packets: at 200 kbit/s a second holds ~25, and one
+# packet lost in them would read as 4 %, over LOSS_LOW, and hold the bitrate down
+LOSS_WINDOW_PACKETS = 60
 
 
 class SessionMonitor:
@@ -39,7 +42,7 @@ class SessionMonitor:
         """Once a second, from one read of the senders' stats: end a session whose viewer
         never connects or has gone away, report the stats, follow the video's loss."""
         last_sent, last_played, last_bytes, last_t = 0, 0, 0, time.monotonic()
-        reported = (0, 0)  # packets lost and sent, by the video's latest receiver report
+        reported = (0, 0)  # packets lost and sent where the current loss window starts
         while not self.closed.is_set():
             await asyncio.sleep(STATS_PERIOD_S)
             senders = [(sender.track, list((await sender.getStats()).values())) for sender in self.pc.getSenders()]
@@ -72,12 +75,14 @@ class SessionMonitor:
     def _follow_video_loss(self, stats: list[Any], before: tuple[int, int]) -> tuple[int, int]:
         """Give the video's bitrate control the fraction lost since `before`, from the receiver
         reports' running totals (a browser's per-report fractions come from several reporters,
-        some over a few milliseconds, so one report says little). The totals now (lost, sent)."""
+        some over a few milliseconds, so one report says little), once LOSS_WINDOW_PACKETS
+        have been sent since. The totals the next window starts from (lost, sent)."""
         for stat in stats:
             if stat.type == "remote-inbound-rtp":
                 now = (stat.packetsLost, stat.packetsLost + stat.packetsReceived)
-                if now[1] > before[1]:
-                    self.video.bitrate.loss(max(0, now[0] - before[0]) / (now[1] - before[1]), time.monotonic())
+                if now[1] - before[1] < LOSS_WINDOW_PACKETS:
+                    return before
+                self.video.bitrate.loss(max(0, now[0] - before[0]) / (now[1] - before[1]), time.monotonic())
                 return now
         return before
 

@@ -14,6 +14,8 @@ from server.stream.encoder import RealtimeH264Encoder
 from server.stream.link import (
     MIN_BITRATE,
     MIN_CHANGE_S,
+    PROBE_AFTER_MAX_S,
+    PROBE_AFTER_S,
     RESEND_BURST,
     RESEND_GAP_S,
     BitrateControl,
@@ -38,6 +40,35 @@ def test_the_bitrate_falls_with_the_estimate_and_with_loss_and_probes_up_only_wi
     assert control.estimate(2_000_000, now=5 * MIN_CHANGE_S) and control.rate > held
     control.loss(0.99, now=7 * MIN_CHANGE_S)
     assert control.rate == MIN_BITRATE
+
+
+def test_a_steady_estimate_is_probed_past_and_less_often_when_the_link_refuses():
+    control = BitrateControl(1_200_000)
+    control.estimate(240_000, now=0.0)  # a narrow link: 216 kbit/s
+    steady = control.rate
+    assert not control.estimate(int(steady * 1.04), now=PROBE_AFTER_S - 0.1), "inside the band, not yet"
+    control.lost = 0.04
+    assert not control.estimate(steady, now=PROBE_AFTER_S), "never while lossy"
+    control.lost = 0.0
+    assert control.estimate(steady, now=PROBE_AFTER_S) and control.rate == int(steady * 1.2)
+    # The link answers with a lower estimate: down, and the next such probe waits twice as long
+    t = PROBE_AFTER_S + MIN_CHANGE_S
+    assert control.estimate(int(steady * 0.9), now=t) and control.wait == 2 * PROBE_AFTER_S
+    settled = control.rate
+    assert not control.estimate(settled, now=t + PROBE_AFTER_S)
+    assert control.estimate(settled, now=t + 2 * PROBE_AFTER_S) and control.rate > settled
+    # ...and an estimate that climbs on its own makes probing past it quick again
+    assert control.estimate(control.rate * 2, now=t + 2 * PROBE_AFTER_S + MIN_CHANGE_S)
+    assert control.wait == PROBE_AFTER_S
+    for refused in range(10):  # a full link refuses every probe: the wait is bounded
+        control.rate, control._past_estimate = 1_000_000, True
+        assert control.loss(0.5, now=100.0 + refused * MIN_CHANGE_S)
+    assert control.wait == PROBE_AFTER_MAX_S
+
+
+def test_the_ceiling_is_never_probed_past():
+    control = BitrateControl(1_200_000)
+    assert not control.estimate(1_200_000, now=100.0) and control.rate == 1_200_000
 
 
 def test_the_encoder_follows_the_tracks_control_and_reopens_only_when_it_moves():
