@@ -13,7 +13,8 @@ seconds (seen in CI: 216 kbit/s for 35 s, where passing runs took 13-15 s back t
 1,200). libwebrtc's sender probes past its estimate for this; here an estimate that
 holds steady for `wait` seconds without loss is probed past by one STEP_UP. If the link
 answers that with a lower estimate or with loss, the next such probe waits twice as
-long (up to PROBE_AFTER_MAX_S), so a link that is really full is tried rarely.
+long (up to PROBE_AFTER_MAX_S) until the estimate itself passes the refused rate, so a link
+that is really full is tried rarely.
 
 RetransmitLimit bounds what aiortc resends on NACKs: it resends every packet named in
 every NACK, and a browser names a missing packet again each round trip, so on a full
@@ -58,6 +59,7 @@ class BitrateControl:
         self.lost = 0.0  # the fraction of packets lost lately, by the receiver's reports
         self.wait = PROBE_AFTER_S  # how long a steady estimate holds before it is probed past
         self._past_estimate = False  # the latest change went past the estimate
+        self._refused: int | None = None  # a rate probed past the estimate that the link refused
 
     def estimate(self, bps: int, now: float) -> bool:
         """Take one estimate of what the video may send; True when the target changed.
@@ -70,7 +72,8 @@ class BitrateControl:
         if self.lost > LOSS_LOW:
             return False
         if bps > self.rate * UP:  # one step up, never past the estimate
-            self.wait = PROBE_AFTER_S
+            if self._refused is None or bps > self._refused:  # the link now carries what it refused
+                self.wait, self._refused = PROBE_AFTER_S, None
             return self._change(min(int(self.rate * STEP_UP), bps), now, "probe")
         if now - self.changed_at >= self.wait and self._change(int(self.rate * STEP_UP), now, "steady: probe past it"):
             self._past_estimate = True
@@ -89,7 +92,7 @@ class BitrateControl:
         if rate == self.rate or now - self.changed_at < MIN_CHANGE_S:
             return False
         if rate < self.rate and self._past_estimate:  # the link refused the probe: try it less often
-            self.wait = min(PROBE_AFTER_MAX_S, self.wait * 2)
+            self.wait, self._refused = min(PROBE_AFTER_MAX_S, self.wait * 2), self.rate
         self._past_estimate = False
         logger.info("video bitrate %d -> %d kbit/s (%s)", self.rate // 1000, rate // 1000, why)
         self.rate, self.changed_at = rate, now

@@ -54,15 +54,18 @@ def test_a_steady_estimate_is_probed_past_and_less_often_when_the_link_refuses()
     # The link answers with a lower estimate: down, and the next such probe waits twice as long
     t = PROBE_AFTER_S + MIN_CHANGE_S
     assert control.estimate(int(steady * 0.9), now=t) and control.wait == 2 * PROBE_AFTER_S
-    settled = control.rate
+    refused = int(steady * 1.2)
+    # The estimate recovering to where it was is no news: the wait stays long
+    assert control.estimate(steady, now=t + MIN_CHANGE_S) and control.wait == 2 * PROBE_AFTER_S
+    t, settled = t + MIN_CHANGE_S, control.rate
     assert not control.estimate(settled, now=t + PROBE_AFTER_S)
     assert control.estimate(settled, now=t + 2 * PROBE_AFTER_S) and control.rate > settled
-    # ...and an estimate that climbs on its own makes probing past it quick again
-    assert control.estimate(control.rate * 2, now=t + 2 * PROBE_AFTER_S + MIN_CHANGE_S)
+    # ...but an estimate past the refused rate makes probing past it quick again
+    assert control.estimate(refused * 2, now=t + 2 * PROBE_AFTER_S + MIN_CHANGE_S)
     assert control.wait == PROBE_AFTER_S
-    for refused in range(10):  # a full link refuses every probe: the wait is bounded
+    for i in range(10):  # a full link refuses every probe: the wait is bounded
         control.rate, control._past_estimate = 1_000_000, True
-        assert control.loss(0.5, now=100.0 + refused * MIN_CHANGE_S)
+        assert control.loss(0.5, now=100.0 + i * MIN_CHANGE_S)
     assert control.wait == PROBE_AFTER_MAX_S
 
 
