@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import aiohttp
 import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from av import AudioFrame
 
 from .agent import http_session
 from .jitter import tolerate_loss
@@ -20,6 +21,29 @@ if TYPE_CHECKING:
     from aiortc.contrib.media import MediaPlayer
 
 EVENTS_KEPT = 5000
+
+
+class ClockedMicrophone(MediaStreamTrack):
+    """An audio track passed through, noting when its media time 0 left (time.time()): the
+    player paces the file in real time, so its sample at t seconds leaves at `started + t`."""
+
+    kind = "audio"
+
+    def __init__(self, source: MediaStreamTrack):
+        super().__init__()
+        self.source = source
+        self.started: float | None = None
+
+    async def recv(self) -> AudioFrame:
+        frame = await self.source.recv()
+        assert isinstance(frame, AudioFrame)
+        if self.started is None and frame.time is not None:
+            self.started = time.time() - frame.time
+        return frame
+
+    def stop(self) -> None:
+        super().stop()
+        self.source.stop()  # the player's reading thread ends with its track
 
 
 @dataclass
@@ -48,6 +72,7 @@ class AvatarViewer:
         self._tasks: list[asyncio.Task] = []
         self._http = http_session()
         self._player: MediaPlayer | None = None
+        self.mic: ClockedMicrophone | None = None  # the microphone file, as it is sent
         self.seen: list[dict] = []
 
     async def connect(self) -> dict:
@@ -57,7 +82,8 @@ class AvatarViewer:
 
             self._player = MediaPlayer(self.microphone)
             assert self._player.audio is not None, f"{self.microphone} holds no audio"
-            self.pc.addTransceiver(self._player.audio, direction="sendrecv")
+            self.mic = ClockedMicrophone(self._player.audio)
+            self.pc.addTransceiver(self.mic, direction="sendrecv")
         else:
             self.pc.addTransceiver("audio", direction="recvonly")
         self.pc.on("track", self._on_track)

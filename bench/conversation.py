@@ -12,9 +12,12 @@
   ../shared/data/real-talking), each played into its own chat session by an aiortc
   microphone. The end of speech is the last voiced frame of the turn that the answer
   played to its end answers: the server's `user_speech_ended` says how long after it the
-  turn was ended. Also reported: the first turn of the fresh server on its own, medians
-  per source, and some of the utterances again while `--others` sessions speak on the
-  same server, each with its own viewer.
+  turn was ended. That is the server's view, after the network and its receiver; the
+  `client` figures start where an outside measurement does, when the recording's last
+  voiced 20 ms (by the server's own VAD settings) left the client's microphone. Also
+  reported: the first turn of the fresh server on its own, medians per source, and some of
+  the utterances again while `--others` sessions speak on the same server, each with its
+  own viewer.
 
     .venv/bin/python bench/conversation.py [--runs 3] [--utterances 21] [--others 3] [--loaded 8]
 """
@@ -119,7 +122,8 @@ async def agent_start(url: str, pcm16: np.ndarray) -> tuple[float, float, float,
 async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
     """(end of user speech -> first avatar audio minus LLM time; POST /speak -> first audio;
     silence before the turn ended; recognition; reply start -> speak_started; speak_started
-    -> heard; turn ends that came too soon), ms and a count. The end of speech is that of
+    -> heard; turn ends that came too soon; the first figure from the client's end of speech;
+    the client's end of speech -> the server's), ms and a count. The end of speech is that of
     the turn the answer that played to its end answers: a turn ended too soon (a pause
     mid-sentence) is taken back, counted apart, and not the start of the wait."""
     async with Watch(url, mode="chat", microphone=str(wav)) as w:
@@ -133,12 +137,33 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
         assert heard is not None, f"{wav.stem}: the answer was never heard"
         end_of_speech = ended["t"] - ended["silence_ms"] / 1000
         chat_ms = (heard - end_of_speech) * 1000 - llm.last_first_token_ms
+        assert w.viewer.mic is not None and w.viewer.mic.started is not None
+        sent = w.viewer.mic.started + last_voiced_s(wav)  # the last voiced sound left the client
         t0 = time.time()
         await w.viewer.post("speak", {"text": "Here is a reply of about the same length."})
         speak_ms = (await w.sound_after(t0) - t0) * 1000
         return (chat_ms, speak_ms, ended["silence_ms"], (heard_text["t"] - ended["t"]) * 1000,
                 (started["t"] - heard_text["t"]) * 1000 - llm.last_first_token_ms, (heard - started["t"]) * 1000,
-                len(ends) - 1)
+                len(ends) - 1, (heard - sent) * 1000 - llm.last_first_token_ms, (end_of_speech - sent) * 1000)
+
+
+def last_voiced_s(wav: Path) -> float:
+    """When the recording's last voiced 20 ms frame ends, by the server's VAD settings."""
+    import webrtcvad
+    from scipy.io import wavfile
+    from scipy.signal import resample_poly
+
+    from server.voice.vad import FRAME, RATE, VadConfig
+
+    config, (rate, pcm) = VadConfig(), wavfile.read(wav)
+    pcm16 = resample_poly(pcm.astype(np.float32), RATE, rate).clip(-32768, 32767).astype(np.int16)
+    vad, last = webrtcvad.Vad(config.aggressiveness), 0
+    for i in range(len(pcm16) // FRAME):
+        frame = pcm16[i * FRAME:(i + 1) * FRAME]
+        level = 20 * np.log10(np.sqrt(np.mean(frame.astype(np.float32) ** 2)) / 32768 + 1e-9)
+        if level > config.min_level_dbfs and vad.is_speech(frame.tobytes(), RATE):
+            last = i + 1
+    return last * FRAME / RATE
 
 
 OTHERS_SAY = ("Good morning. This is one of the other sessions on this server, talking all the time "
@@ -239,6 +264,8 @@ async def main() -> None:
         "agent_first_chunk_to_speak_started_ms": median(a[0]), "baseline_ws_round_trip_ms": median(a[1]),
         "interrupt_to_client_silence_ms": median(a[2]), "baseline_speak_started_to_client_sound_ms": median(a[3]),
         "chat_end_of_speech_to_first_audio_ms_excl_llm": median(c[0]),
+        "chat_client_end_of_speech_to_first_audio_ms_excl_llm": median(c[7]),
+        "chat_client_end_of_speech_to_server_end_of_speech_ms": median(c[8]),
         "baseline_speak_post_to_first_audio_ms": median(c[1]),
         "chat_breakdown_ms": breakdown(c),
         "chat_turn_ends_too_soon": sum(c[6]),
@@ -246,6 +273,7 @@ async def main() -> None:
         "chat_median_ms_by_source": by_source(utterances, c[0]),
         "chat_first_turn_of_a_fresh_server_ms": round(c[0][0]),
         f"chat_with_{args.others}_others_speaking_ms": median(b[0]) if b else None,
+        f"chat_client_with_{args.others}_others_speaking_ms": median(b[7]) if b else None,
         f"chat_with_{args.others}_others_speaking_breakdown_ms": breakdown(b) if b else None,
         f"speak_post_to_first_audio_with_{args.others}_others_speaking_ms": median(b[1]) if b else None,
         "runs": args.runs, "utterances": [w.stem for w in utterances], "loaded": [w.stem for w in loaded],

@@ -43,10 +43,13 @@ def wrap_rtcp(sender: Any, wrap: Callable[[Callable[[Any], Awaitable[None]]], Ca
 
 
 def replace_jitter_buffer(receiver: Any, buffer: JitterBuffer) -> bool:
-    """A video RTCRtpReceiver's jitter buffer replaced by `buffer`: aiortc's waits forever
-    for a lost packet, freezing the picture (avatar_client/jitter.py)."""
+    """An RTCRtpReceiver's jitter buffer replaced by `buffer`: aiortc's video buffer waits
+    forever for a lost packet, freezing the picture (avatar_client/jitter.py), and its audio
+    buffer holds 80 ms back that a server listening to a microphone need not wait
+    (media/prompt_audio.py). aiortc takes no buffer of ours."""
     if not isinstance(getattr(receiver, JITTER_BUFFER, None), JitterBuffer):
-        logger.warning("this aiortc has no replaceable jitter buffer: lost packets may freeze the video")
+        logger.warning("this aiortc has no replaceable jitter buffer: lost video packets may freeze the "
+                       "picture, and a microphone is heard 80 ms late")
         return False
     setattr(receiver, JITTER_BUFFER, buffer)
     return True

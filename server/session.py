@@ -24,6 +24,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import SAMPLE_RATE
 from media.frame_size import FrameSize
+from media.prompt_audio import listen_promptly
 from media.resample import MonoResampler
 from server.engines.client import EngineError, SessionEngine
 from server.errors import ApiError
@@ -125,6 +126,9 @@ class Session:
     def _on_remote_track(self, track: MediaStreamTrack) -> None:
         if track.kind != "audio":
             return
+        for receiver in self.pc.getReceivers():
+            if receiver.track is track:
+                listen_promptly(receiver)
         if self.mode == "mirror":  # the user's voice drives the face as it arrives
             self.spawn(self._listen(track, SAMPLE_RATE, self.utterances.mirror))
         elif self.mode == "chat" and self.conversation is not None:
