@@ -10,8 +10,9 @@ A receiver's estimate sees only what is sent: Chromium's may not rise past 1.5x 
 rate it receives, and near the capacity it last measured it creeps up by a few kbit/s
 a second. After a narrow link widens it can sit within the hysteresis band for tens of
 seconds (seen in CI: 216 kbit/s for 35 s, where passing runs were past 600 kbit/s
-13-15 s after the link widened). libwebrtc's sender probes past its estimate for this; here an estimate that
-holds steady for `wait` seconds without loss is probed past by one STEP_UP. If the link
+13-15 s after the link widened). libwebrtc's sender probes past its estimate for this;
+here an estimate that holds steady for `wait` seconds without loss is probed past by one
+STEP_UP. If the link
 answers that with a lower estimate or with loss, the next such probe waits twice as
 long (up to PROBE_AFTER_MAX_S) until the estimate itself passes the refused rate, so a link
 that is really full is tried rarely.
