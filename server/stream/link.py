@@ -12,10 +12,9 @@ a second. After a narrow link widens it can sit within the hysteresis band for t
 seconds (seen in CI: 216 kbit/s for 35 s, where passing runs were past 600 kbit/s
 13-15 s after the link widened). libwebrtc's sender probes past its estimate for this;
 here an estimate that holds steady for `wait` seconds without loss is probed past by one
-STEP_UP. If the link
-answers that with a lower estimate or with loss, the next such probe waits twice as
-long (up to PROBE_AFTER_MAX_S) until the estimate itself passes the refused rate, so a link
-that is really full is tried rarely.
+STEP_UP. If the link answers that with a lower estimate or with loss, the next such probe
+waits twice as long (up to PROBE_AFTER_MAX_S) until the estimate itself passes the
+refused rate, so a link that is really full is tried rarely.
 
 RetransmitLimit bounds what aiortc resends on NACKs: it resends every packet named in
 every NACK, and a browser names a missing packet again each round trip, so on a full
