@@ -8,6 +8,7 @@ from aiortc import RTCPeerConnection
 
 from avatar_client.jitter import LossTolerantJitterBuffer, tolerate_loss
 from media import aiortc_hooks
+from media.prompt_audio import PromptAudioBuffer, listen_promptly
 
 ROOT = Path(__file__).resolve().parents[2]
 PRIVATE = ("._retransmit", "._handle_rtcp_packet", "__jitter_buffer", "rtcrtpsender", "get_encoder =")
@@ -31,11 +32,13 @@ def test_no_other_module_reaches_into_aiortc(package):
     assert reaching == []
 
 
-async def test_a_real_receiver_takes_the_loss_tolerant_buffer():
+@pytest.mark.parametrize(("kind", "give", "buffer"), [("video", tolerate_loss, LossTolerantJitterBuffer),
+                                                     ("audio", listen_promptly, PromptAudioBuffer)])
+async def test_a_real_receiver_takes_our_buffer(kind, give, buffer):
     pc = RTCPeerConnection()
     try:
-        receiver = pc.addTransceiver("video", direction="recvonly").receiver
-        assert tolerate_loss(receiver)
-        assert isinstance(getattr(receiver, aiortc_hooks.JITTER_BUFFER), LossTolerantJitterBuffer)
+        receiver = pc.addTransceiver(kind, direction="recvonly").receiver
+        assert give(receiver)
+        assert isinstance(getattr(receiver, aiortc_hooks.JITTER_BUFFER), buffer)
     finally:
         await pc.close()

@@ -1,11 +1,10 @@
-"""The server hears a microphone's packets as they arrive (media/prompt_audio.py)."""
+"""The server hears a microphone's packets as they arrive (media/prompt_audio.py; a real
+receiver takes the buffer: tests/unit/test_aiortc_hooks.py)."""
 
-from aiortc import RTCPeerConnection
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
-from media import aiortc_hooks
-from media.prompt_audio import PromptAudioBuffer, listen_promptly
+from media.prompt_audio import PromptAudioBuffer
 
 
 def _packet(seq: int) -> RtpPacket:
@@ -31,12 +30,3 @@ def test_each_packet_comes_out_as_it_arrives_and_a_late_one_is_dropped():
     wrapping = PromptAudioBuffer()
     assert _out(wrapping, [2**16 - 2, 2**16 - 1, 2**16, 2**16 - 1, 2**16 + 1]) == [254, 255, 0, 1], "16 bits wrap"
 
-
-async def test_a_real_audio_receiver_takes_it():
-    pc = RTCPeerConnection()
-    try:
-        receiver = pc.addTransceiver("audio", direction="recvonly").receiver
-        assert listen_promptly(receiver)
-        assert isinstance(getattr(receiver, aiortc_hooks.JITTER_BUFFER), PromptAudioBuffer)
-    finally:
-        await pc.close()
