@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import sys
@@ -147,23 +148,19 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
                 len(ends) - 1, (heard - sent) * 1000 - llm.last_first_token_ms, (end_of_speech - sent) * 1000)
 
 
+@functools.cache  # the loaded figure plays some recordings again
 def last_voiced_s(wav: Path) -> float:
-    """When the recording's last voiced 20 ms frame ends, by the server's VAD settings."""
-    import webrtcvad
+    """When the recording's last voiced 20 ms frame ends, by the server's own VAD."""
     from scipy.io import wavfile
     from scipy.signal import resample_poly
 
-    from server.voice.vad import FRAME, RATE, VadConfig
+    from server.voice.vad import FRAME, RATE, TurnDetector
 
-    config, (rate, pcm) = VadConfig(), wavfile.read(wav)
+    detector, (rate, pcm) = TurnDetector(), wavfile.read(wav)
     pcm16 = resample_poly(pcm.astype(np.float32), RATE, rate).clip(-32768, 32767).astype(np.int16)
-    vad, last = webrtcvad.Vad(config.aggressiveness), 0
-    for i in range(len(pcm16) // FRAME):
-        frame = pcm16[i * FRAME:(i + 1) * FRAME]
-        level = 20 * np.log10(np.sqrt(np.mean(frame.astype(np.float32) ** 2)) / 32768 + 1e-9)
-        if level > config.min_level_dbfs and vad.is_speech(frame.tobytes(), RATE):
-            last = i + 1
-    return last * FRAME / RATE
+    frames = pcm16[: len(pcm16) // FRAME * FRAME].reshape(-1, FRAME)
+    voiced = [i for i, frame in enumerate(frames) if detector.is_voiced(frame)]
+    return (voiced[-1] + 1) * FRAME / RATE if voiced else 0.0
 
 
 OTHERS_SAY = ("Good morning. This is one of the other sessions on this server, talking all the time "

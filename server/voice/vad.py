@@ -99,9 +99,13 @@ class TurnDetector:
                 events.append(event)
         return events
 
-    def _frame(self, frame: np.ndarray) -> TurnEvent | None:
+    def is_voiced(self, frame: np.ndarray) -> bool:
+        """Whether one 20 ms frame (16 kHz int16) is voice: webrtcvad, above the level gate."""
         level = 20 * np.log10(np.sqrt(np.mean(frame.astype(np.float32) ** 2)) / 32768 + 1e-9)
-        voiced = level > self.config.min_level_dbfs and self._vad.is_speech(frame.tobytes(), RATE)
+        return bool(level > self.config.min_level_dbfs and self._vad.is_speech(frame.tobytes(), RATE))
+
+    def _frame(self, frame: np.ndarray) -> TurnEvent | None:
+        voiced = self.is_voiced(frame)
         self._recent.append(voiced)
         if not self.speaking:
             self._before.append(frame)
