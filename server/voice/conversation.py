@@ -2,7 +2,7 @@
 
 Microphone audio (16 kHz) -> TurnDetector -> at each pause, Whisper on the turn so far,
 whose words decide when the turn ends (160 ms after a whole sentence, 1.2 s after one cut
-off, heard again 80 ms in, 450 ms without words) -> `transcript` (user) -> the LLM's streamed reply ->
+off, 450 ms without words) -> `transcript` (user) -> the LLM's streamed reply ->
 sentences (the first clause at once) -> TTS -> the session's SpeechQueue under one
 utterance id. The user starting to talk while the avatar speaks interrupts it (barge-in)
 through the session's one cancellation path; a user who goes on before a word of the
@@ -53,7 +53,6 @@ class Conversation:
         # The turn so far, recognised at its latest pause: its words decide when it ends,
         # and the end reuses it when no word came since (the voiced-frame count).
         self._early: tuple[int, asyncio.Future] | None = None
-        self._recheck: int | None = None  # the voiced count whose words are to be heard again (VadConfig.recheck_ms)
         self._turns = 0  # turns started: a turn whose user went on before its answer is not answered alone
         self._carry = ""  # words of a turn left unanswered that way: the next turn's beginning
         self._reply: tuple[str, str] | None = None  # the latest answer's utterance and the words it answers
@@ -68,7 +67,6 @@ class Conversation:
                 self._recognise_early()
             else:
                 self._end_turn(event)
-        self._hear_again()
 
     def _user_started(self, onset_ms: int) -> None:
         self._turns += 1
@@ -95,18 +93,17 @@ class Conversation:
     def _recognise_early(self) -> None:
         if self._early is not None and not self._early[1].done():
             return  # one at a time: when it ends, a newer pause starts the next
-        voiced, tail = self.detector.voiced, self.detector.silence_ms
+        voiced = self.detector.voiced
         # the turn waits for its words: on a busy machine Whisper can take longer than the
         # usual hangover, and a turn ended before them would answer a sentence cut in half
         self.detector.hangover_ms = max(self.detector.hangover_ms, self.vad.incomplete_hangover_ms)
         early = asyncio.ensure_future(self.asr.transcribe(self.detector.audio()))
-        early.add_done_callback(lambda f: self._decide(voiced, tail, f))
+        early.add_done_callback(lambda f: self._decide(voiced, f))
         self._early = (voiced, early)
 
-    def _decide(self, voiced: int, tail: int, early: asyncio.Future) -> None:
-        """When the turn ends, from its words so far (heard with `tail` ms of silence after
-        them): soon after a whole sentence, late after one cut off or trailing away (once
-        heard with VadConfig.recheck_ms after it), at the usual hangover without words."""
+    def _decide(self, voiced: int, early: asyncio.Future) -> None:
+        """When the turn ends, from its words so far: soon after a whole sentence, late
+        after one cut off or trailing away, at the usual hangover without words."""
         detector = self.detector
         if not detector.speaking:
             return
@@ -118,10 +115,6 @@ class Conversation:
                 self._recognise_early()
             return
         if not is_complete(early.result()):
-            if tail < self.vad.recheck_ms:  # its last sound may not have been heard: hear it again
-                self._recheck = voiced
-                self._hear_again()
-                return
             detector.hangover_ms = self.vad.incomplete_hangover_ms
         elif voiced < self.vad.sentence_frames:  # too little voice to trust a sentence in it
             detector.hangover_ms = self.vad.hangover_ms
@@ -130,16 +123,7 @@ class Conversation:
         if detector.silence_ms >= detector.hangover_ms:
             self._end_turn(detector.end_now())
 
-    def _hear_again(self) -> None:
-        """Recognise the turn again once it has had `recheck_ms` of silence, if its words so
-        far were cut off and no word came since."""
-        detector = self.detector
-        if self._recheck == detector.voiced and detector.speaking and detector.silence_ms >= self.vad.recheck_ms:
-            self._recheck = None
-            self._recognise_early()
-
     def _end_turn(self, event: TurnEvent) -> None:
-        self._recheck = None
         self.hub.emit("user_speech_ended", silence_ms=event.silence_ms)
         assert event.audio is not None
         pending, self._early = self._early, None

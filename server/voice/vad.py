@@ -29,14 +29,8 @@ class VadConfig:
     window_frames: int = 6
     hangover_ms: int = 450
     """Silence that ends a turn when its words do not decide sooner or later."""
-    pause_ms: int = 40
-    """Silence after which a "pause" event offers the turn so far for recognition. A whole
-    sentence's turn ends at `complete_end_ms` at the soonest; recognised from 80 ms, Whisper's
-    ~70-100 ms held it to about 200 ms. From 40 ms its words are ready by then."""
-    recheck_ms: int = 80
-    """Words recognised with less silence after them than this, that stop mid-sentence, are
-    heard again once this much has passed: a word's last sound ("it", "jacket") may follow
-    its voiced part by 40-80 ms, and heard without it the sentence seems cut off."""
+    pause_ms: int = 80
+    """Silence after which a "pause" event offers the turn so far for recognition."""
     complete_end_ms: int = 160
     """Silence that ends a turn whose words so far are a complete sentence."""
     incomplete_hangover_ms: int = 1200

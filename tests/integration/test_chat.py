@@ -175,11 +175,11 @@ async def test_going_on_after_a_whole_sentence_before_the_answer_is_heard_gets_o
 
 
 async def test_a_sentence_whose_last_sound_follows_its_voice_is_not_taken_for_one_cut_off(chat_server, fake_llm):
-    """CREMA-D's actor 1001 says "Don't forget to check it!" in fear. The turn is first
-    recognised 40 ms into the silence after its last voiced frame, before the "t" of "it"
-    is heard, and Whisper hears a sentence cut off there ("Don't forget to check"); words
-    that stop mid-sentence so soon are heard again 80 ms in, whole, so the turn ends as a
-    whole sentence's does, not after the 1.2 s a sentence cut off waits for more."""
+    """CREMA-D's actor 1001 says "Don't forget to check it!" in fear: the "t" of "it" comes
+    after the word's voiced part, and Whisper, given the turn only 40 ms into the silence
+    after its last voiced frame, hears a sentence cut off ("Don't forget to check"), which
+    waits 1.2 s for more. Recognised at VadConfig.pause_ms (80 ms) it is heard whole, and
+    the turn ends as a whole sentence's does."""
     clip = SHARED_DATA / "real-talking" / "crema-d" / "1001_DFA_FEA_XX.flv"
     wav = speech_wav("last-sound.wav", silence(0.5), real_speech(clip).astype(np.int16), silence(3))
     answers, ends, asked, _ = await answered(chat_server.url, wav)
