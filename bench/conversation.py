@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from avatar_client import AgentClient, AvatarViewer  # noqa: E402
-from testkit.audio import silence, speech_wav  # noqa: E402
+from testkit.audio import decoded, silence, speech_wav  # noqa: E402
 from testkit.fake_llm import FakeLLM  # noqa: E402
 from testkit.server import ServerProcess  # noqa: E402
 
@@ -191,20 +191,13 @@ async def with_others_speaking(url: str, others: int, wavs: list[Path], llm: Fak
 def real_utterances(count: int) -> list[Path]:
     """Recorded people, one utterance each, as 48 kHz WAVs with a second of silence before:
     GRID's other speakers, CREMA-D's actor in six moods, sentences of a read weekly address."""
-    import av
-
     from testkit.server import SHARED_DATA
 
     real = SHARED_DATA / "real-talking"
     sources = sorted((real / "grid-samples").iterdir()) + sorted((real / "crema-d").glob("*.flv")) \
         + sorted((real / "obama-weekly-address").glob("*.mp4"))
-    wavs = []
-    for source in sources[:count]:
-        with av.open(str(source)) as c:
-            r = av.AudioResampler("s16", "mono", 48000)
-            pcm = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
-        wavs.append(speech_wav(f"bench-{source.stem}.wav", silence(1.0), pcm.astype(np.int16), silence(4)))
-    return wavs
+    return [speech_wav(f"bench-{source.stem}.wav", silence(1.0), decoded(source), silence(4))
+            for source in sources[:count]]
 
 
 def by_source(utterances: list[Path], values: tuple[float, ...]) -> dict[str, float]:

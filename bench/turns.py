@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from conversation import Watch, real_utterances  # noqa: E402
 
-from testkit.audio import silence, speech_wav  # noqa: E402
+from testkit.audio import decoded, silence, speech_wav  # noqa: E402
 from testkit.fake_llm import FakeLLM  # noqa: E402
 from testkit.server import SHARED_DATA, ServerProcess  # noqa: E402
 
@@ -53,15 +53,10 @@ class TurnEnd:
 
 def recordings() -> list[Path]:
     """bench/conversation.py's 21 utterances, then the longer ones (same lead and tail)."""
-    import av
-
     longer = [SHARED_DATA / "jfk.flac", *sorted((SHARED_DATA / "real-talking" / ADDRESSES).glob("*.mp4"))]
     wavs = real_utterances(21)
     for source in longer:
-        with av.open(str(source)) as c:
-            r = av.AudioResampler("s16", "mono", 48000)
-            pcm = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
-        wavs.append(speech_wav(f"bench-{source.stem}.wav", silence(LEAD_S), pcm.astype(np.int16), silence(TAIL_S)))
+        wavs.append(speech_wav(f"bench-{source.stem}.wav", silence(LEAD_S), decoded(source), silence(TAIL_S)))
     return wavs
 
 

@@ -21,6 +21,16 @@ def write_wav(path: Path, pcm: np.ndarray, rate: int = 48000) -> Path:
     return path
 
 
+def decoded(path: Path | str) -> np.ndarray:
+    """A recording's sound (any container ffmpeg reads), 48 kHz mono int16."""
+    import av
+
+    with av.open(str(path)) as container:
+        resampler = av.AudioResampler("s16", "mono", 48000)
+        chunks = [f.to_ndarray().ravel() for frame in container.decode(audio=0) for f in resampler.resample(frame)]
+    return np.concatenate(chunks).astype(np.int16)
+
+
 def silence(seconds: float) -> np.ndarray:
     return np.zeros(int(48000 * seconds), np.int16)
 

@@ -38,9 +38,6 @@ def link():
 @pytest.fixture(scope="session")
 def jfk_pcm48() -> np.ndarray:
     """../shared/data/jfk.flac as 48 kHz mono int16 (real human speech)."""
-    import av
+    from testkit.audio import decoded
 
-    with av.open(str(SHARED_DATA / "jfk.flac")) as container:
-        resampler = av.AudioResampler("s16", "mono", 48000)
-        chunks = [f.to_ndarray().ravel() for frame in container.decode(audio=0) for f in resampler.resample(frame)]
-    return np.concatenate(chunks).astype(np.int16)
+    return decoded(SHARED_DATA / "jfk.flac")

@@ -11,7 +11,7 @@ import pytest_asyncio
 from avatar_client import AvatarViewer
 from server.voice.vad import VadConfig
 from speech.tts import PiperTts
-from testkit.audio import silence, speech_wav
+from testkit.audio import decoded, silence, speech_wav
 from testkit.fake_llm import FakeLLM
 from testkit.server import SHARED_DATA, ServerProcess
 from tests.integration.test_session import rms
@@ -110,22 +110,13 @@ async def test_chat_without_an_llm_says_so(server):
         await viewer.close()
 
 
-def real_speech(path: Path) -> np.ndarray:
-    """A real recording's sound, 48 kHz mono int16."""
-    import av
-
-    with av.open(str(path)) as c:
-        r = av.AudioResampler("s16", "mono", 48000)
-        return np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
-
-
 def grid_words(clip: str, first: int, last: int) -> np.ndarray:
     """Words `first`..`last` (1-based) of a GRID s1 recording, 48 kHz, cut at the corpus's
     own word timings (1/25000 s)."""
     path = SHARED_DATA / "real-talking" / "grid-s1" / clip
     words = [line.split() for line in path.with_suffix(".align").read_text().splitlines()]
     lo, hi = (int(int(words[i][j]) / 25000 * 48000) for i, j in ((first, 0), (last, 1)))
-    return real_speech(path)[lo:hi].astype(np.int16)
+    return decoded(path)[lo:hi].astype(np.int16)
 
 
 async def answered(url: str, wav: Path) -> tuple[list[dict], list[dict], list[str], list[dict]]:
@@ -181,7 +172,7 @@ async def test_a_sentence_whose_last_sound_follows_its_voice_is_not_taken_for_on
     waits 1.2 s for more. Recognised at VadConfig.pause_ms (80 ms) it is heard whole, and
     the turn ends as a whole sentence's does."""
     clip = SHARED_DATA / "real-talking" / "crema-d" / "1001_DFA_FEA_XX.flv"
-    wav = speech_wav("last-sound.wav", silence(0.5), real_speech(clip).astype(np.int16), silence(3))
+    wav = speech_wav("last-sound.wav", silence(0.5), decoded(clip), silence(3))
     answers, ends, asked, _ = await answered(chat_server.url, wav)
     assert len(ends) == 1 and ends[0]["silence_ms"] < VadConfig().incomplete_hangover_ms, ends
     assert len(answers) == 1 and "forget" in asked[-1], asked

@@ -7,6 +7,7 @@ import av
 import numpy as np
 import pytest
 
+from testkit.audio import decoded
 from testkit.server import ARTIFACTS, ROOT, SHARED_DATA
 from tests.mouth import OPEN, OPEN_SHARE, dark_pixels
 
@@ -16,12 +17,6 @@ pytestmark = pytest.mark.integration
 def run(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "engine.batch.render", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
-
-
-def decoded_audio(path) -> np.ndarray:
-    with av.open(str(path)) as c:
-        r = av.AudioResampler("s16", "mono", 48000)
-        return np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +40,7 @@ def test_mp4_has_h264_and_aac_matching_the_input_duration(jfk_mp4):
 
 
 def test_written_audio_lines_up_with_the_input_to_a_millisecond(jfk_mp4, jfk_pcm48):
-    written = decoded_audio(jfk_mp4).astype(np.float64)
+    written = decoded(jfk_mp4).astype(np.float64)
     ref = jfk_pcm48.astype(np.float64)[: 48000 * 4]
     lags = np.correlate(written[: len(ref) + 2400], ref, "valid")  # written may start up to 50 ms late
     early = np.correlate(ref[: len(ref) - 2400], written[: len(ref)], "valid")
