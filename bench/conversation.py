@@ -148,16 +148,22 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
                 len(ends) - 1, (heard - sent) * 1000 - llm.last_first_token_ms, (end_of_speech - sent) * 1000)
 
 
-@functools.cache  # the loaded figure plays some recordings again
-def last_voiced_s(wav: Path) -> float:
-    """When the recording's last voiced 20 ms frame ends, by the server's own VAD."""
+@functools.cache  # read once: the loaded figure plays some recordings again, bench/turns.py each thrice
+def pcm16k(wav: Path) -> np.ndarray:
+    """A WAV file as the server's VAD hears it: 16 kHz int16."""
     from scipy.io import wavfile
     from scipy.signal import resample_poly
 
+    rate, pcm = wavfile.read(wav)
+    return resample_poly(pcm.astype(np.float32), 16000, rate).clip(-32768, 32767).astype(np.int16)
+
+
+@functools.cache
+def last_voiced_s(wav: Path) -> float:
+    """When the recording's last voiced 20 ms frame ends, by the server's own VAD."""
     from server.voice.vad import FRAME, RATE, TurnDetector
 
-    detector, (rate, pcm) = TurnDetector(), wavfile.read(wav)
-    pcm16 = resample_poly(pcm.astype(np.float32), RATE, rate).clip(-32768, 32767).astype(np.int16)
+    detector, pcm16 = TurnDetector(), pcm16k(wav)
     frames = pcm16[: len(pcm16) // FRAME * FRAME].reshape(-1, FRAME)
     voiced = [i for i, frame in enumerate(frames) if detector.is_voiced(frame)]
     return (voiced[-1] + 1) * FRAME / RATE if voiced else 0.0

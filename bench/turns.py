@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from conversation import Watch, real_utterances  # noqa: E402
+from conversation import Watch, pcm16k, real_utterances  # noqa: E402
 
 from testkit.audio import decoded, silence, speech_wav  # noqa: E402
 from testkit.fake_llm import FakeLLM  # noqa: E402
@@ -51,21 +51,14 @@ class TurnEnd:
     silence_ms: int
 
 
-def recordings() -> list[Path]:
-    """bench/conversation.py's 21 utterances, then the longer ones (same lead and tail)."""
-    longer = [SHARED_DATA / "jfk.flac", *sorted((SHARED_DATA / "real-talking" / ADDRESSES).glob("*.mp4"))]
+def recordings() -> tuple[list[Path], set[str]]:
+    """bench/conversation.py's 21 utterances, then the longer ones (same lead and tail); and
+    the names of those that hold several sentences (the addresses)."""
+    addresses = sorted((SHARED_DATA / "real-talking" / ADDRESSES).glob("*.mp4"))
     wavs = real_utterances(21)
-    for source in longer:
+    for source in [SHARED_DATA / "jfk.flac", *addresses]:
         wavs.append(speech_wav(f"bench-{source.stem}.wav", silence(LEAD_S), decoded(source), silence(TAIL_S)))
-    return wavs
-
-
-def pcm16k(wav: Path) -> np.ndarray:
-    from scipy.io import wavfile
-    from scipy.signal import resample_poly
-
-    rate, pcm = wavfile.read(wav)
-    return resample_poly(pcm.astype(np.float32), 16000, rate).clip(-32768, 32767).astype(np.int16)
+    return wavs, {f"bench-{p.stem}" for p in addresses}
 
 
 def fixed_hangover(wav: Path) -> list[TurnEnd]:
@@ -93,15 +86,10 @@ async def served(url: str, wav: Path) -> list[TurnEnd]:
                 for e in w.viewer.seen if e["type"] == "user_speech_ended"]
 
 
-def several_sentences() -> set[str]:
-    """The recordings that hold several sentences (by their names in recordings())."""
-    return {f"bench-{p.stem}" for p in (SHARED_DATA / "real-talking" / ADDRESSES).glob("*.mp4")}
-
-
-def summary(per: dict[str, list[TurnEnd]], last_voice: dict[str, float]) -> dict:
+def summary(per: dict[str, list[TurnEnd]], last_voice: dict[str, float], several: set[str]) -> dict:
+    """`several`: the recordings that hold several sentences."""
     every = [e.silence_ms for ends in per.values() for e in ends]
     went_on = {k: [round(e.at_s - LEAD_S, 2) for e in v if e.at_s < last_voice[k] - WENT_ON_S] for k, v in per.items()}
-    several = several_sentences()
     return {"turn_ends": len(every), "silence_ms_median": statistics.median(every) if every else None,
             "silence_ms_percentiles_10_50_90": [int(np.percentile(every, q)) for q in (10, 50, 90)] if every else [],
             "silence_ms_counts": {str(v): every.count(v) for v in sorted(set(every))},
@@ -113,7 +101,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (a quick run)")
     args = parser.parse_args()
-    wavs = recordings()[: args.limit]
+    wavs, several = recordings()
+    wavs = wavs[: args.limit]
     llm = FakeLLM("Yes.")
     await llm.start()
     try:
@@ -125,7 +114,8 @@ async def main() -> None:
     last_voice = {k: max((e.at_s for e in v), default=0.0) for k, v in vad.items()}  # speech, not a click
     print(json.dumps({
         "recordings": len(wavs), "speech_s": round(sum(len(pcm16k(w)) / 16000 - LEAD_S - TAIL_S for w in wavs), 1),
-        "ours": summary(ours, last_voice), "baseline_vad_hangover_alone": summary(vad, last_voice),
+        "ours": summary(ours, last_voice, several),
+        "baseline_vad_hangover_alone": summary(vad, last_voice, several),
         "turn_ends_s": {k: [(round(e.at_s - LEAD_S, 2), e.silence_ms) for e in v] for k, v in ours.items()},
     }, indent=1))
 

@@ -116,7 +116,7 @@ def grid_words(clip: str, first: int, last: int) -> np.ndarray:
     path = SHARED_DATA / "real-talking" / "grid-s1" / clip
     words = [line.split() for line in path.with_suffix(".align").read_text().splitlines()]
     lo, hi = (int(int(words[i][j]) / 25000 * 48000) for i, j in ((first, 0), (last, 1)))
-    return decoded(path)[lo:hi].astype(np.int16)
+    return decoded(path)[lo:hi]
 
 
 async def answered(url: str, wav: Path) -> tuple[list[dict], list[dict], list[str], list[dict]]:
