@@ -164,10 +164,11 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during]
 
 
-def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print) -> dict:
+def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print, weights: Path | None = None) -> dict:
     from .evaluate import jfk_set, phone_scores
     from .real_eval import JAW, WEIGHTS, MouthMeter, track
 
+    weights = weights or WEIGHTS
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
     opened: list[bool] = []  # per open vowel, in the order of the rows: the person opened for it
@@ -176,7 +177,7 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
         segments = phones(clip, real["pcm"])
         opened += opened_for(segments, real["opening"])
         for system in systems:
-            coeffs = track(system, real["pcm"], WEIGHTS)
+            coeffs = track(system, real["pcm"], weights)
             ours = mouth_measures(landmarks(meter.frames(coeffs)))
             closed, reached = phone_scores(coeffs[:, JAW], segments)
             row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, "closures_shut": closed,
@@ -188,7 +189,7 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
     for system in systems:
         closed = [hit for row in rows[system] for hit in row["closures_shut"]]
         reached = [hit for row in rows[system] for hit in row["open_vowels_reached"]]
-        jfk_closed, jfk_opened = phone_scores(track(system, jfk_pcm, WEIGHTS)[:, JAW], jfk_segments)
+        jfk_closed, jfk_opened = phone_scores(track(system, jfk_pcm, weights)[:, JAW], jfk_segments)
         theirs = [hit for hit, real in zip(reached, opened) if real]
         out[system] = summary(rows[system]) | {
             "closure": _share(closed), "closures": len(closed), "open_vowel": _share(reached),
@@ -262,13 +263,14 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="clips per speaker (a quick run)")
     parser.add_argument("--speakers", nargs="+", default=None, help="only these held-out speakers")
     parser.add_argument("--sheet", type=Path, default=None, help="write the contact sheet (PNG) here")
+    parser.add_argument("--weights", type=Path, default=None, help="MotionDiT weights (default: the committed ones)")
     args = parser.parse_args()
     clips = [c for c in held_out() if args.speakers is None or c.speaker in args.speakers]
     if args.limit is not None:
         speakers = dict.fromkeys(c.speaker for c in clips)
         clips = [c for s in speakers for c in [c for c in clips if c.speaker == s][: args.limit]]
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the result only)
-    result = judge(args.out, tuple(args.systems), clips, progress)
+    result = judge(args.out, tuple(args.systems), clips, progress, args.weights)
     if args.sheet:
         result["sheet"] = contact_sheet(args.sheet, args.out, clips)
     print(json.dumps(result, indent=1))
