@@ -154,8 +154,10 @@ def pcm16k(wav: Path) -> np.ndarray:
     from scipy.io import wavfile
     from scipy.signal import resample_poly
 
+    from server.voice.vad import RATE
+
     rate, pcm = wavfile.read(wav)
-    return resample_poly(pcm.astype(np.float32), 16000, rate).clip(-32768, 32767).astype(np.int16)
+    return resample_poly(pcm.astype(np.float32), RATE, rate).clip(-32768, 32767).astype(np.int16)
 
 
 @functools.cache

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from conversation import Watch, pcm16k, real_utterances  # noqa: E402
 
+from server.voice.vad import FRAME, RATE, TurnDetector  # noqa: E402
 from testkit.audio import decoded, silence, speech_wav  # noqa: E402
 from testkit.fake_llm import FakeLLM  # noqa: E402
 from testkit.server import SHARED_DATA, ServerProcess  # noqa: E402
@@ -63,13 +64,11 @@ def recordings() -> tuple[list[Path], set[str]]:
 
 def fixed_hangover(wav: Path) -> list[TurnEnd]:
     """The turn ends of the VAD alone: each at its usual hangover after the last voiced frame."""
-    from server.voice.vad import FRAME, TurnDetector
-
     detector, ends, pcm = TurnDetector(), [], pcm16k(wav)
     for i in range(0, len(pcm) - FRAME + 1, FRAME):
         for event in detector.feed(pcm[i : i + FRAME]):
             if event.kind == "end":
-                ends.append(TurnEnd((i + FRAME) / 16000 - event.silence_ms / 1000, event.silence_ms))
+                ends.append(TurnEnd((i + FRAME) / RATE - event.silence_ms / 1000, event.silence_ms))
     return ends
 
 
@@ -78,7 +77,7 @@ async def served(url: str, wav: Path) -> list[TurnEnd]:
     async with Watch(url, mode="chat", microphone=str(wav)) as w:
         mic = w.viewer.mic
         assert mic is not None
-        seconds = len(pcm16k(wav)) / 16000
+        seconds = len(pcm16k(wav)) / RATE
         while mic.started is None or time.time() < mic.started + seconds + 1.5:
             await asyncio.sleep(0.2)
         assert mic.started is not None
@@ -113,7 +112,7 @@ async def main() -> None:
     vad = {w.stem: fixed_hangover(w) for w in wavs}
     last_voice = {k: max((e.at_s for e in v), default=0.0) for k, v in vad.items()}  # speech, not a click
     print(json.dumps({
-        "recordings": len(wavs), "speech_s": round(sum(len(pcm16k(w)) / 16000 - LEAD_S - TAIL_S for w in wavs), 1),
+        "recordings": len(wavs), "speech_s": round(sum(len(pcm16k(w)) / RATE - LEAD_S - TAIL_S for w in wavs), 1),
         "ours": summary(ours, last_voice, several),
         "baseline_vad_hangover_alone": summary(vad, last_voice, several),
         "turn_ends_s": {k: [(round(e.at_s - LEAD_S, 2), e.silence_ms) for e in v] for k, v in ours.items()},

@@ -38,6 +38,7 @@ from pathlib import Path  # noqa: E402
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
+from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
 from engine.families.video.tracking import track_landmarks  # noqa: E402
 
@@ -164,11 +165,10 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during]
 
 
-def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print, weights: Path | None = None) -> dict:
+def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print, weights: Path = WEIGHTS) -> dict:
     from .evaluate import jfk_set, phone_scores
-    from .real_eval import JAW, WEIGHTS, MouthMeter, track
+    from .real_eval import JAW, MouthMeter, track
 
-    weights = weights or WEIGHTS
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
     opened: list[bool] = []  # per open vowel, in the order of the rows: the person opened for it
@@ -223,7 +223,7 @@ def widest(opening: np.ndarray, n: int = 4, apart: int = 4) -> list[int]:
     return picks
 
 
-def contact_sheet(out: Path, cache: Path, clips: list[HeldOut]) -> dict:
+def contact_sheet(out: Path, cache: Path, clips: list[HeldOut], weights: Path = WEIGHTS) -> dict:
     """Each portrait's four widest frames while saying a sentence full of p/b/m and open
     vowels, each beside the real held-out frame (one clip per speaker) whose opening is nearest
     (the real clips' landmarks from judge()'s cache: only their pictures are decoded again)."""
@@ -239,7 +239,7 @@ def contact_sheet(out: Path, cache: Path, clips: list[HeldOut]) -> dict:
         lm, opening = measured["landmarks"], measured["opening"]
         pool += [(frames[i], lm[i], float(opening[i])) for i in range(0, len(frames), 2) if np.isfinite(opening[i])]
     pcm = np.concatenate(list(_text_audio(SHEET_TEXT)[0]))
-    track = run_motion("dit", pcm)[0]
+    track = run_motion("dit", pcm, weights)[0]
     rows, seen = [], {}
     for portrait in (DEFAULT_AVATAR, CLOSED_MOUTH):
         frames = MouthMeter(portrait).frames(track)
@@ -263,7 +263,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="clips per speaker (a quick run)")
     parser.add_argument("--speakers", nargs="+", default=None, help="only these held-out speakers")
     parser.add_argument("--sheet", type=Path, default=None, help="write the contact sheet (PNG) here")
-    parser.add_argument("--weights", type=Path, default=None, help="MotionDiT weights (default: the committed ones)")
+    parser.add_argument("--weights", type=Path, default=WEIGHTS, help="MotionDiT weights (default: the committed ones)")
     args = parser.parse_args()
     clips = [c for c in held_out() if args.speakers is None or c.speaker in args.speakers]
     if args.limit is not None:
@@ -272,7 +272,7 @@ def main() -> None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the result only)
     result = judge(args.out, tuple(args.systems), clips, progress, args.weights)
     if args.sheet:
-        result["sheet"] = contact_sheet(args.sheet, args.out, clips)
+        result["sheet"] = contact_sheet(args.sheet, args.out, clips, args.weights)
     print(json.dumps(result, indent=1))
 
 
