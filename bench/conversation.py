@@ -17,9 +17,11 @@
   voiced 20 ms (by the server's own VAD settings) left the client's microphone. Also
   reported: the first turn of the fresh server on its own, medians per source, and some of
   the utterances again while `--others` sessions speak on the same server, each with its
-  own viewer.
+  own viewer. `--held-out N` (default 10, 0: none) also plays N recordings of GRID's speaker s1, whom no setting
+  of the turn detector was chosen on (its thresholds came from the 21 above and the
+  longer recordings of bench/turns.py).
 
-    .venv/bin/python bench/conversation.py [--runs 3] [--utterances 21] [--others 3] [--loaded 8]
+    .venv/bin/python bench/conversation.py [--runs 3] [--utterances 21] [--others 3] [--loaded 8] [--held-out 10]
 """
 
 from __future__ import annotations
@@ -208,6 +210,16 @@ def real_utterances(count: int) -> list[Path]:
             for source in sources[:count]]
 
 
+def held_out_utterances(count: int) -> list[Path]:
+    """A speaker the turn detector was not tuned on: GRID s1's recordings, evenly spread
+    over the ones here, as real_utterances plays them."""
+    from testkit.server import SHARED_DATA
+
+    clips = sorted((SHARED_DATA / "real-talking" / "grid-s1").glob("*.mp4"))
+    picked = clips[:: max(1, len(clips) // count)][:count] if count else []
+    return [speech_wav(f"bench-s1-{clip.stem}.wav", silence(1.0), decoded(clip), silence(4)) for clip in picked]
+
+
 def by_source(utterances: list[Path], values: tuple[float, ...]) -> dict[str, float]:
     """Medians per recording source (GRID, CREMA-D, the address), told apart by file name."""
     groups: dict[str, list[float]] = {}
@@ -233,6 +245,8 @@ async def main() -> None:
     parser.add_argument("--utterances", type=int, default=21, help="real utterances for the chat figure")
     parser.add_argument("--others", type=int, default=3, help="sessions speaking meanwhile, for the loaded figure")
     parser.add_argument("--loaded", type=int, default=8, help="real utterances for the loaded figure (0: none)")
+    parser.add_argument("--held-out", type=int, default=10, help="recordings of a speaker the turn detector was "
+                        "not tuned on (GRID s1), for one more chat figure (0: none)")
     args = parser.parse_args()
     import av
 
@@ -242,7 +256,7 @@ async def main() -> None:
         r = av.AudioResampler("s16", "mono", 16000)
         pcm16 = np.concatenate([f.to_ndarray().ravel() for fr in c.decode(audio=0) for f in r.resample(fr)])
     pcm16 = pcm16[np.argmax(np.abs(pcm16) > 2000):]  # start on the first word, not the recording's lead-in
-    utterances = real_utterances(args.utterances)
+    utterances, held_out = real_utterances(args.utterances), held_out_utterances(args.held_out)
     llm = FakeLLM("The capital of France is Paris. It is famous for the Eiffel Tower.")
     await llm.start()
     try:
@@ -250,6 +264,7 @@ async def main() -> None:
                "AVATAR_MAX_SESSIONS": str(args.others + 1)}  # room for the others (2 cores admit 2)
         with ServerProcess(env=env) as proc:
             chat = [await chat_reply(proc.url, wav, llm) for wav in utterances]  # the first: a fresh server's
+            held = [await chat_reply(proc.url, wav, llm) for wav in held_out]
             agent = [await agent_start(proc.url, pcm16) for _ in range(args.runs)]
             loaded = utterances[:: max(1, len(utterances) // args.loaded)][: args.loaded] if args.loaded else []
             busy = await with_others_speaking(proc.url, args.others, loaded, llm) if loaded else []
@@ -258,6 +273,7 @@ async def main() -> None:
     a = list(zip(*agent))
     c = list(zip(*chat))
     b = list(zip(*busy))
+    h = list(zip(*held))
     print(json.dumps({
         "agent_first_chunk_to_speak_started_ms": median(a[0]), "baseline_ws_round_trip_ms": median(a[1]),
         "interrupt_to_client_silence_ms": median(a[2]), "baseline_speak_started_to_client_sound_ms": median(a[3]),
@@ -270,12 +286,15 @@ async def main() -> None:
         "chat_end_of_speech_to_first_audio_ms_each": [round(x) for x in c[0]],
         "chat_median_ms_by_source": by_source(utterances, c[0]),
         "chat_first_turn_of_a_fresh_server_ms": round(c[0][0]),
+        "chat_held_out_speaker_ms": median(h[0]) if h else None,
+        "chat_client_held_out_speaker_ms": median(h[7]) if h else None,
+        "chat_held_out_speaker_turn_ends_too_soon": sum(h[6]) if h else None,
         f"chat_with_{args.others}_others_speaking_ms": median(b[0]) if b else None,
         f"chat_client_with_{args.others}_others_speaking_ms": median(b[7]) if b else None,
         f"chat_with_{args.others}_others_speaking_breakdown_ms": breakdown(b) if b else None,
         f"speak_post_to_first_audio_with_{args.others}_others_speaking_ms": median(b[1]) if b else None,
         "runs": args.runs, "utterances": [w.stem for w in utterances], "loaded": [w.stem for w in loaded],
-        "raw": {"agent": agent, "chat": chat, "busy": busy},
+        "raw": {"agent": agent, "chat": chat, "held_out": held, "busy": busy},
     }, indent=2))
 
 
