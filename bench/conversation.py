@@ -17,9 +17,9 @@
   voiced 20 ms (by the server's own VAD settings) left the client's microphone. Also
   reported: the first turn of the fresh server on its own, medians per source, and some of
   the utterances again while `--others` sessions speak on the same server, each with its
-  own viewer. `--held-out N` (default 10, 0: none) also plays N recordings of GRID's speaker s1, whom no setting
-  of the turn detector was chosen on (its thresholds came from the 21 above and the
-  longer recordings of bench/turns.py).
+  own viewer. `--held-out N` (default 10, 0: none) also plays N recordings of GRID's
+  speaker s1, whom no setting of the turn detector was chosen on (its thresholds came from
+  the 21 above and the longer recordings of bench/turns.py).
 
     .venv/bin/python bench/conversation.py [--runs 3] [--utterances 21] [--others 3] [--loaded 8] [--held-out 10]
 """
