@@ -118,3 +118,27 @@ def test_the_bank_script_builds_a_bank_the_renderer_uses(tmp_path, portrait):
     bank = MouthBank.load(skin, bright, out)
     assert bank.grids.shape[1:] == (*BANK_SHAPE, 3) and len(bank.openings) >= 2
     assert 0 < bank.grids.mean() < 255
+
+
+def _teeth_chroma(bank: MouthBank, teeth: np.ndarray) -> np.ndarray:
+    """Mean colour over luma of the bank's teeth (`teeth`: where they are), every rung together."""
+    pixels = bank.grids[teeth]
+    return pixels.mean(0) / (pixels.mean(0) @ LUMA)
+
+
+def test_teeth_take_the_colour_of_teeth_not_of_skin():
+    """Relit to a photo, the real mouths' teeth are coloured as that photo's own teeth where it
+    shows them, else as ivory teeth under a little of its light: a tanned or rosy face does
+    not get orange or pink teeth. The cavity around them still takes the face's cast."""
+    with np.load(BANK) as f:
+        luma = f["grids"].astype(float) @ LUMA
+    teeth = luma >= np.percentile(luma, 95, axis=(1, 2), keepdims=True)
+    tanned, rosy = np.array([200.0, 130.0, 80.0]), np.array([220.0, 160.0, 170.0])
+    own = np.array([235.0, 225.0, 200.0])
+    for skin in (tanned, rosy):
+        shown = _teeth_chroma(MouthBank.load(skin, 180.0, teeth=own), teeth)
+        assert np.abs(shown - own / (own @ LUMA)).max() < 0.03
+    skin_apart = np.abs(tanned / (tanned @ LUMA) - rosy / (rosy @ LUMA)).max()
+    teeth_apart = np.abs(_teeth_chroma(MouthBank.load(tanned, 180.0), teeth)
+                         - _teeth_chroma(MouthBank.load(rosy, 180.0), teeth)).max()
+    assert teeth_apart < 0.4 * skin_apart  # 0.33; the skin cast on them too (CAST, before): 0.54

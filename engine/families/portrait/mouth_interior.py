@@ -3,7 +3,8 @@
 What shows between the lips comes from a ladder of real open mouths (MouthBank: frames
 of a real person, each unwrapped between its own inner lips, built by
 training/portrait/mouth_bank.py). Each frame, the two rungs nearest the current opening
-are laid between the portrait's inner lips and mixed, relit to the portrait's light.
+are laid between the portrait's inner lips and mixed, relit to the portrait's light; their
+teeth take the colour of the portrait's own teeth, or of ivory teeth, not of its skin.
 A portrait that shows its own teeth keeps them in front (split at the lip midline: the
 upper row comes part of the way down with the upper lip, the lower follows the jaw),
 with the real cavity behind. Nothing is stretched from the lip texture and nothing is
@@ -25,6 +26,8 @@ BANK = package_path("engine", "weights", "mouth_bank.npz")
 BANK_SHAPE = (32, 96)  # a real mouth unwrapped between its inner lips: depth rows x across columns
 CENTRE = UPPER_INNER.index(13)  # 13 and 14 (the middle of the inner lips) share this position
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
+TEETH = np.array([250.0, 240.0, 215.0], np.float32)  # ivory: teeth where a portrait shows none of its own
+TEETH_CAST = 0.3  # and how much of its skin's colour cast they take (its light, mostly)
 CAST = 0.5  # how much of the portrait's colour cast (light and skin together) the real mouth takes on
 UPPER_SHADE = (0.5, 0.06)  # how much the upper lip darkens what is just under it, and how far (mouth widths)
 LOWER_SHADE = (0.25, 0.03)
@@ -63,6 +66,18 @@ def opening_of(upper: np.ndarray, lower: np.ndarray, width: float) -> float:
     return float(np.linalg.norm(lower[CENTRE] - upper[CENTRE])) / width
 
 
+def _chroma(rgb: np.ndarray) -> np.ndarray:
+    """Colour over luma, per pixel or per row of colours."""
+    return rgb / np.maximum(np.asarray(rgb @ LUMA), 1.0)[..., None]
+
+
+def _teeth_weight(grids: np.ndarray) -> np.ndarray:
+    """How much each pixel of each rung is tooth: the brightest part of that mouth."""
+    luma = grids @ LUMA
+    lo, hi = (np.percentile(luma, q, axis=(1, 2))[:, None, None] for q in (60, 90))
+    return np.clip((luma - lo) / np.maximum(hi - lo, 1.0), 0, 1)
+
+
 def face_colours(image: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Median lip colour, median skin colour and the luma of the brighter skin."""
     w = float(np.linalg.norm(lm[291] - lm[61]))
@@ -87,15 +102,23 @@ class MouthBank:
     grids: np.ndarray  # (K, rows, cols, 3) float32, relit to the portrait
 
     @classmethod
-    def load(cls, skin: np.ndarray, bright: float, path: Path = BANK) -> MouthBank:
+    def load(cls, skin: np.ndarray, bright: float, path: Path = BANK, teeth: np.ndarray | None = None) -> MouthBank:
         """Relit to a portrait: its exposure (the luma of its brighter skin over the bank frame's)
         and part of its light's colour (its skin's chroma over the bank frame's skin's, to the
-        power CAST: skin tone and light are not told apart, so only half is taken)."""
+        power CAST: skin tone and light are not told apart, so only half is taken). Teeth are
+        not skin: their colour is set apart (`teeth`, the portrait's own where it shows them,
+        else TEETH under a little of its skin's cast), so they are not tinted by the skin."""
         with np.load(path) as f:
             openings, grids, bank_skin, bank_bright = f["openings"], f["grids"], f["skin"], f["bright"]
-        chroma = (skin / max(float(skin @ LUMA), 1.0)) / (bank_skin / np.maximum(bank_skin @ LUMA, 1.0)[:, None])
-        gain = (bright / bank_bright)[:, None] * chroma**CAST
-        relit = grids.astype(np.float32) * gain[:, None, None, :]
+        grids = grids.astype(np.float32)
+        exposure = (bright / bank_bright)[:, None]
+        gain = exposure * (_chroma(skin) / _chroma(bank_skin)) ** CAST
+        if teeth is None:
+            teeth = TEETH * _chroma(skin) ** TEETH_CAST
+        # a tooth keeps the bank's light and shade (its luma) in the teeth's own colour
+        w = _teeth_weight(grids)[..., None]
+        tooth = (grids @ LUMA)[..., None] * exposure[:, None, None, :] * _chroma(teeth)
+        relit = grids * gain[:, None, None, :] * (1 - w) + tooth * w
         return cls(openings.astype(np.float32), np.clip(relit, 0, 255))
 
     def lay(self, opening: float, cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -124,18 +147,20 @@ def build_atlas(rig: FaceRig, image: np.ndarray, box: Box) -> MouthAtlas:
     x0, y0, x1, y1 = box
     up, low = rig.lm[UPPER_INNER], rig.lm[LOWER_INNER]
     lip, skin, bright = face_colours(image, rig.lm)
-    atlas = MouthAtlas(MouthBank.load(skin, bright), lip * SEAM_SHADE)
     poly = np.vstack([up, low[::-1]]) - (x0, y0)
     mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
     cv2.fillPoly(mask, [np.round(poly).astype(np.int32)], 1)
     crop = image[y0:y1, x0:x1].astype(np.float32)
+    own, teeth = None, None
     if mask.sum() > 0.02 * rig.frame.mouth_width**2 and crop[mask > 0].mean() > 110:  # shows its teeth
+        inside = crop[mask > 0]
+        teeth = np.median(inside[inside @ LUMA >= np.median(inside @ LUMA)], 0)  # their colour: the brighter half
         xs = np.arange(x0, x1, dtype=np.float32)
         mid = (_curve(up, xs) + _curve(low, xs)) / 2
         above = np.arange(y0, y1, dtype=np.float32)[:, None] < mid[None, :]
         alpha = cv2.erode(mask, np.ones((3, 3), np.uint8)).astype(np.float32)
-        atlas.own_teeth = (np.dstack([crop, alpha * above]), np.dstack([crop, alpha * ~above]))
-    return atlas
+        own = (np.dstack([crop, alpha * above]), np.dstack([crop, alpha * ~above]))
+    return MouthAtlas(MouthBank.load(skin, bright, teeth=teeth), lip * SEAM_SHADE, own)
 
 
 # --- per frame --------------------------------------------------------------------------
