@@ -72,10 +72,12 @@ def _chroma(rgb: np.ndarray) -> np.ndarray:
 
 
 def _teeth_weight(grids: np.ndarray) -> np.ndarray:
-    """How much each pixel of each rung is tooth: the brightest part of that mouth."""
+    """How much each pixel of each rung is tooth: the brightest part of that mouth, widened
+    across the narrow gaps between teeth (a gap is a shadow between teeth, not cavity)."""
     luma = grids @ LUMA
     lo, hi = (np.percentile(luma, q, axis=(1, 2))[:, None, None] for q in (60, 90))
-    return np.clip((luma - lo) / np.maximum(hi - lo, 1.0), 0, 1)
+    weight = np.clip((luma - lo) / np.maximum(hi - lo, 1.0), 0, 1).astype(np.float32)
+    return np.stack([cv2.GaussianBlur(cv2.dilate(w, np.ones((1, 5), np.uint8)), (3, 3), 0) for w in weight])
 
 
 def face_colours(image: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
