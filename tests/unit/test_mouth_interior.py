@@ -120,8 +120,8 @@ def test_the_bank_script_builds_a_bank_the_renderer_uses(tmp_path, portrait):
     assert 0 < bank.grids.mean() < 255
 
 
-def _teeth_chroma(bank: MouthBank, where: np.ndarray) -> np.ndarray:
-    """Mean colour over luma of the bank's teeth (`where` they are), every rung together."""
+def _chroma_at(bank: MouthBank, where: np.ndarray) -> np.ndarray:
+    """Mean colour over luma of the bank's pixels `where`, every rung together."""
     pixels = bank.grids[where]
     return pixels.mean(0) / (pixels.mean(0) @ LUMA)
 
@@ -133,12 +133,16 @@ def test_teeth_take_the_colour_of_teeth_not_of_skin():
     with np.load(BANK) as f:
         luma = f["grids"].astype(float) @ LUMA
     where = luma >= np.percentile(luma, 95, axis=(1, 2), keepdims=True)
+    cavity = luma <= np.percentile(luma, 30, axis=(1, 2), keepdims=True)
     tanned, rosy = np.array([200.0, 130.0, 80.0]), np.array([220.0, 160.0, 170.0])
     own = np.array([235.0, 225.0, 200.0])
     for skin in (tanned, rosy):
-        shown = _teeth_chroma(MouthBank.load(skin, 180.0, teeth=own), where)
+        shown = _chroma_at(MouthBank.load(skin, 180.0, teeth=own), where)
         assert np.abs(shown - own / (own @ LUMA)).max() < 0.03
     skin_apart = np.abs(tanned / (tanned @ LUMA) - rosy / (rosy @ LUMA)).max()
-    teeth_apart = np.abs(_teeth_chroma(MouthBank.load(tanned, 180.0), where)
-                         - _teeth_chroma(MouthBank.load(rosy, 180.0), where)).max()
+    teeth_apart = np.abs(_chroma_at(MouthBank.load(tanned, 180.0), where)
+                         - _chroma_at(MouthBank.load(rosy, 180.0), where)).max()
     assert teeth_apart < 0.4 * skin_apart  # 0.33; the skin cast on them too (CAST, before): 0.54
+    cavity_apart = np.abs(_chroma_at(MouthBank.load(tanned, 180.0), cavity)
+                          - _chroma_at(MouthBank.load(rosy, 180.0), cavity)).max()
+    assert cavity_apart > 0.2 * skin_apart  # 0.31
