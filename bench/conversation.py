@@ -42,11 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from avatar_client import AgentClient, AvatarViewer  # noqa: E402
+from server.voice.vad import RATE  # noqa: E402
 from testkit.audio import decoded, silence, speech_wav  # noqa: E402
 from testkit.fake_llm import FakeLLM  # noqa: E402
 from testkit.server import ServerProcess  # noqa: E402
 
 LOUD = 300  # RMS of a 20 ms client audio frame that counts as sound
+LEAD_S, TAIL_S = 1.0, 4.0  # silence around each recording as the benches play it
 
 
 class Watch:
@@ -156,8 +158,6 @@ def pcm16k(wav: Path) -> np.ndarray:
     from scipy.io import wavfile
     from scipy.signal import resample_poly
 
-    from server.voice.vad import RATE
-
     rate, pcm = wavfile.read(wav)
     return resample_poly(pcm.astype(np.float32), RATE, rate).clip(-32768, 32767).astype(np.int16)
 
@@ -206,8 +206,7 @@ def real_utterances(count: int) -> list[Path]:
     real = SHARED_DATA / "real-talking"
     sources = sorted((real / "grid-samples").iterdir()) + sorted((real / "crema-d").glob("*.flv")) \
         + sorted((real / "obama-weekly-address").glob("*.mp4"))
-    return [speech_wav(f"bench-{source.stem}.wav", silence(1.0), decoded(source), silence(4))
-            for source in sources[:count]]
+    return [played(source) for source in sources[:count]]
 
 
 def held_out_utterances(count: int) -> list[Path]:
@@ -217,7 +216,12 @@ def held_out_utterances(count: int) -> list[Path]:
 
     clips = sorted((SHARED_DATA / "real-talking" / "grid-s1").glob("*.mp4"))
     picked = clips[:: max(1, len(clips) // count)][:count] if count else []
-    return [speech_wav(f"bench-s1-{clip.stem}.wav", silence(1.0), decoded(clip), silence(4)) for clip in picked]
+    return [played(clip, "bench-s1-") for clip in picked]
+
+
+def played(source: Path, prefix: str = "bench-") -> Path:
+    """A recording as a 48 kHz WAV with LEAD_S of silence before it and TAIL_S after."""
+    return speech_wav(f"{prefix}{source.stem}.wav", silence(LEAD_S), decoded(source), silence(TAIL_S))
 
 
 def by_source(utterances: list[Path], values: tuple[float, ...]) -> dict[str, float]:

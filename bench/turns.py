@@ -34,14 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from conversation import Watch, pcm16k, real_utterances  # noqa: E402
+from conversation import LEAD_S, TAIL_S, Watch, pcm16k, played, real_utterances  # noqa: E402
 
 from server.voice.vad import FRAME, RATE, TurnDetector  # noqa: E402
-from testkit.audio import decoded, silence, speech_wav  # noqa: E402
 from testkit.fake_llm import FakeLLM  # noqa: E402
 from testkit.server import SHARED_DATA, ServerProcess  # noqa: E402
 
-LEAD_S, TAIL_S = 1.0, 4.0  # silence before and after each recording, as bench/conversation.py plays them
 WENT_ON_S = 0.3  # voice this long after a turn's end means the speaker went on
 ADDRESSES = "public-domain-addresses"
 
@@ -58,7 +56,7 @@ def recordings() -> tuple[list[Path], set[str]]:
     addresses = sorted((SHARED_DATA / "real-talking" / ADDRESSES).glob("*.mp4"))
     wavs = real_utterances(21)
     for source in [SHARED_DATA / "jfk.flac", *addresses]:
-        wavs.append(speech_wav(f"bench-{source.stem}.wav", silence(LEAD_S), decoded(source), silence(TAIL_S)))
+        wavs.append(played(source))
     return wavs, {f"bench-{p.stem}" for p in addresses}
 
 
