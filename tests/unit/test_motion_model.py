@@ -229,6 +229,22 @@ def test_the_engine_shuts_the_lips_for_the_m_of_real_speech(jfk_pcm48):
     assert np.corrcoef(jaw, alone)[0, 1] > 0.9, "the detector shuts the lips, it does not redraw the mouth"
 
 
+def test_french_and_german_speech_move_the_mouth_as_english_does():
+    """The model learned English; people also speak French and German to it. The same
+    sentences said by one espeak-ng voice in each language: the jaw follows the phoneme
+    timings' own jaw curve about as well as in English, p/b/m shut and open vowels open."""
+    from training.motion.evaluate import language_set, run_motion, score
+
+    scores = {}
+    for language in ("en", "fr", "de"):
+        tracks = [(run_motion("dit", pcm)[0], segments, pcm) for pcm, segments in language_set(language, ("m3",))]
+        scores[language] = score(tracks, np.ones(motion.DIM))
+    for language in ("fr", "de"):
+        got = scores[language]
+        assert got["reference_corr"] >= max(0.7, scores["en"]["reference_corr"] - 0.1), (language, scores)
+        assert got["closure"] >= 0.9 and got["open_vowel"] >= 0.6, (language, got)
+
+
 def test_a_long_stream_of_varied_speech_keeps_the_mouth_and_every_value_in_range():
     """16 different real GRID utterances back to back (48 s, one stream): every coefficient
     stays in its range, and the mouth opens as much at the end as at the start (the rolling

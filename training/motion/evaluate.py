@@ -3,8 +3,10 @@
     python -m training.motion.evaluate --data .cache/motion-data
 
 Both systems run exactly as a live session runs them (context + motion stages, audio in
-two-frame chunks). Sets: the held-out flite voice (slt) from the recipe, and
-../shared/data/jfk.flac (real speech), aligned to its transcript by pocketsphinx.
+two-frame chunks). Sets: the held-out flite voice (slt) from the recipe,
+../shared/data/jfk.flac (real speech), aligned to its transcript by pocketsphinx, and
+the same six sentences in English, French and German said by espeak-ng (espeak_en/fr/de:
+people talk to the avatar in other languages; the model learned English only).
 Figures, per set and system:
 - closure: share of p/b/m whose frames include one with jaw_open <= 0.1 (lips shut);
 - open_vowel: share of open vowels (aa ae ah ao, >= 60 ms) reaching jaw_open >= 0.25;
@@ -158,6 +160,49 @@ def align(pcm48: np.ndarray, text: str) -> list[Segment]:
         return []
 
 
+# The same meaning in each language, full of p/b/m and open vowels.
+SENTENCES = {
+    "en": ("My father bought a big map of Paris last summer.",
+           "Please pass me the apple pie and a cup of black coffee.",
+           "Bob and Pam walked home by the harbour at nightfall.",
+           "The market was open, but the bakery had sold out of bread.",
+           "Many people have asked what the budget means for families.",
+           "A man in a brown jacket was waiting for the bus at the station."),
+    "fr": ("Mon père a acheté une grande carte de Paris l'été passé.",
+           "Passe-moi la tarte aux pommes et un café noir, s'il te plaît.",
+           "Bob et Pam sont rentrés à pied par le port à la tombée de la nuit.",
+           "Le marché était ouvert, mais la boulangerie n'avait plus de pain.",
+           "Beaucoup de gens ont demandé ce que le budget change pour les familles.",
+           "Un homme en veste marron attendait le bus à la gare."),
+    "de": ("Mein Vater hat letzten Sommer eine große Karte von Paris gekauft.",
+           "Bitte gib mir den Apfelkuchen und einen Becher schwarzen Kaffee.",
+           "Bob und Pam gingen bei Abend am Hafen entlang nach Hause.",
+           "Der Markt war offen, aber die Bäckerei hatte kein Brot mehr.",
+           "Viele Menschen haben gefragt, was der Haushalt für Familien bedeutet.",
+           "Ein Mann in brauner Jacke wartete am Bahnhof auf den Bus."),
+}
+ESPEAK_LANGUAGE = {"en": "en-us", "fr": "fr", "de": "de"}
+PAD_S = 0.4  # silence either side, as a turn has
+
+
+def language_set(language: str, voices: tuple[str, ...] = ("m3", "f2"), limit: int = 6,
+                 ) -> list[tuple[np.ndarray, list[Segment]]]:
+    """SENTENCES[language] said by espeak-ng's voice variants, as int16 48 kHz with its own
+    phoneme timings (French and German phonemes map to the nearest English viseme; those with
+    none, such as the uvular r, count as silence). espeak-ng's English voices are in the
+    training recipe, its French and German are not."""
+    from .voices import Espeak  # the synthesiser's C library: loaded only when asked for
+
+    espeak, rng, out = Espeak(), np.random.default_rng(0), []
+    pad = np.zeros(round(PAD_S * SAMPLES_PER_FRAME * FPS), np.float32)
+    for voice in voices:
+        for text in SENTENCES[language][:limit]:
+            said = espeak.say(text, f"{ESPEAK_LANGUAGE[language]}+{voice}", rng)
+            pcm = np.clip(np.concatenate([pad, said.audio, pad]) * 32767, -32768, 32767).astype(np.int16)
+            out.append((pcm, [Segment(s.viseme, s.start + PAD_S, s.end + PAD_S) for s in said.segments]))
+    return out
+
+
 def jfk_set() -> list[tuple[np.ndarray, list[Segment]]]:
     """jfk.flac at 48 kHz and its phones, force-aligned to the transcript."""
     from engine.batch.render import audio_stream
@@ -169,7 +214,8 @@ def jfk_set() -> list[tuple[np.ndarray, list[Segment]]]:
 
 def evaluate(data: Path, weights: Path = WEIGHTS, limit: int = 1000,
              kinds: tuple[str, ...] = ("dit", "interim")) -> dict:
-    sets = {"heldout_flite_slt": heldout_set(data, limit), "jfk": jfk_set()}
+    sets = {"heldout_flite_slt": heldout_set(data, limit), "jfk": jfk_set(),
+            **{f"espeak_{lang}": language_set(lang, limit=limit) for lang in SENTENCES}}
     result = {}
     for kind in kinds:
         result[kind] = {}

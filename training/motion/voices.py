@@ -125,7 +125,8 @@ class Espeak:
         return [self.say(t, voice, rng) for t in texts]
 
     def say(self, text: str, voice: str, rng: np.random.Generator) -> Utterance:
-        self.lib.espeak_SetVoiceByName(voice.encode())
+        if self.lib.espeak_SetVoiceByName(voice.encode()) != 0:  # else it speaks in the last voice set
+            raise ValueError(f"espeak-ng has no voice {voice!r}")
         self.lib.espeak_SetParameter(RATE, int(rng.uniform(130, 210)), 0)
         self.lib.espeak_SetParameter(PITCH, int(rng.uniform(25, 75)), 0)
         self.lib.espeak_SetParameter(RANGE, int(rng.uniform(30, 80)), 0)
