@@ -12,7 +12,7 @@ from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, READ_UPPER_FOLLOW, FaceRig
 from engine.families.portrait.rig_fit import fit_clip, mouth_opening
-from training.motion.channel import coded, degrade
+from training.motion.channel import coded, coloured_noise, degrade, speech_rms, with_noise
 from training.motion.real_eval import SYSTEMS
 
 pytestmark = pytest.mark.unit
@@ -61,6 +61,21 @@ def test_recording_channel_keeps_the_timing():
     for _ in range(5):
         out = degrade(pcm, rng)
         assert out.dtype == np.int16 and len(out) == len(pcm) and np.abs(out).max() > 0
+
+
+def test_noise_is_added_the_asked_many_db_under_the_speech_with_its_colour():
+    rng = np.random.default_rng(0)
+    t = np.arange(3 * 48_000) / 48_000
+    speech = ((np.sin(2 * np.pi * 2 * t) > 0) * np.sin(2 * np.pi * 300 * t) * 8000).astype(np.int16)  # talk, pause
+    for slope in (0.0, 1.0, 2.0):
+        noise = coloured_noise(48_000, rng, slope)
+        power = np.abs(np.fft.rfft(noise)) ** 2  # 1 s of noise: bin k is k Hz
+        assert np.sqrt(np.mean(noise**2)) == pytest.approx(1, rel=1e-6)
+        assert power[4000:8000].sum() / power[250:500].sum() == pytest.approx(16 ** (1 - slope), rel=0.25)
+        noisy = with_noise(speech, noise, 20, rng)
+        added = noisy.astype(np.float64) - speech
+        assert 20 * np.log10(speech_rms(speech) / np.sqrt(np.mean(added**2))) == pytest.approx(20, abs=0.1)
+    assert not np.array_equal(with_noise(speech, noise, 20, rng), with_noise(speech, noise, 20, rng))
 
 
 def test_real_faces_data_train_and_evaluate_run_end_to_end(tmp_path):

@@ -2,7 +2,8 @@
 
 `degrade` draws one such channel per call. Training passes real speech through it so the
 motion model's features survive 8-48 kHz input, MP3 and Opus, quiet and loud
-microphones; the evaluation uses `coded` to test on coded versions of real speech.
+microphones; the evaluation uses `coded` to test on coded versions of real speech, and the
+judge `with_noise` to test in a noisy room.
 Codecs add delay (encoder priming, Opus pre-skip): the result is realigned to the
 input by cross-correlation so frame k still carries the audio of frame k.
 """
@@ -15,7 +16,7 @@ import av
 import numpy as np
 from scipy.signal import butter, resample_poly, sosfilt
 
-from engine.config import SAMPLE_RATE
+from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
 
 from .recipe import reverb
 
@@ -86,3 +87,28 @@ def degrade(pcm: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = coded(x, codec, int(rng.choice(CODECS[codec][2])))
     return np.clip(x * 32767, -32768, 32767).astype(np.int16)
 
+
+def coloured_noise(samples: int, rng: np.random.Generator, slope: float = 1.0) -> np.ndarray:
+    """Noise whose power falls as 1 / f ** slope, RMS 1: 0 is a hiss, 1 (pink) the same power in
+    every octave (fans, traffic, a room's rumble), 2 a rumble."""
+    spectrum = np.fft.rfft(rng.standard_normal(samples))
+    spectrum[1:] /= np.arange(1, len(spectrum)) ** (slope / 2)
+    spectrum[0] = 0
+    x = np.fft.irfft(spectrum, samples)
+    return x / np.sqrt(np.mean(x**2))
+
+
+def speech_rms(pcm: np.ndarray) -> float:
+    """The RMS of the louder half of a recording's 40 ms frames: its speech, not its pauses."""
+    frames = pcm[: len(pcm) // SAMPLES_PER_FRAME * SAMPLES_PER_FRAME].astype(np.float64).reshape(-1, SAMPLES_PER_FRAME)
+    rms = np.sqrt((frames**2).mean(1))
+    return float(np.sqrt(np.mean(rms[rms >= np.median(rms)] ** 2)))
+
+
+def with_noise(pcm: np.ndarray, noise: np.ndarray, snr_db: float, rng: np.random.Generator) -> np.ndarray:
+    """int16 `pcm` with a random stretch of `noise` (repeated if short) added `snr_db` under its
+    speech (speech_rms)."""
+    start = int(rng.integers(len(noise)))
+    stretch = np.resize(np.roll(noise, -start), len(pcm)).astype(np.float64)
+    stretch *= speech_rms(pcm) / (np.sqrt(np.mean(stretch**2)) + 1e-9) / 10 ** (snr_db / 20)
+    return np.clip(pcm + stretch, -32768, 32767).astype(np.int16)

@@ -20,6 +20,10 @@ get a calm mouth). Phones: p/b/m with a shut frame and open vowels reaching jaw 
 all open vowels and over those the person's own mouth opened for (OPENED); open vowels also
 per speaker, and their mean (`open_vowel_by_speaker`: each speaker weighs the same, as
 above). The real clips' measurements are cached under --out/real.
+
+`--noise pink:20` or `babble:20` adds noise that many dB under each clip's speech before
+the systems hear it (the real mouth and the phone timings stay those of the clean clip):
+pink noise, or four GRID s1 voices talking at once.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
 from engine.families.video.tracking import track_landmarks  # noqa: E402
 
+from .channel import coloured_noise, with_noise  # noqa: E402
 from .real_data import lagged_corr  # noqa: E402
 from .real_faces import REAL_TALKING, Clip, read_clip  # noqa: E402
 
@@ -165,9 +170,27 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during]
 
 
-def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print, weights: Path = WEIGHTS) -> dict:
+def noise_source(kind: str, rng: np.random.Generator) -> np.ndarray:
+    """30 s of "pink" noise or "babble": 4 streams of 10 GRID s1 clips each, summed."""
+    if kind == "pink":
+        return coloured_noise(30 * 48_000, rng)
+    if kind != "babble":
+        raise ValueError(f"noise is pink or babble, not {kind!r}")
+    clips = sorted((REAL_TALKING / "grid-s1").glob("*.mp4"))[-40:]
+    streams = [np.concatenate([read_clip(p)[1] for p in clips[k::4]]).astype(np.float64) for k in range(4)]
+    return sum(s[: min(map(len, streams))] for s in streams)
+
+
+def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print, weights: Path = WEIGHTS,
+          noise: tuple[str, float] | None = None) -> dict:
     from .evaluate import jfk_set, phone_scores
     from .real_eval import JAW, MouthMeter, track
+
+    rng = np.random.default_rng(0)
+    source = noise_source(noise[0], rng) if noise else None
+
+    def noisy(pcm: np.ndarray) -> np.ndarray:
+        return pcm if source is None or noise is None else with_noise(pcm, source, noise[1], rng)
 
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
@@ -176,8 +199,9 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
         real = real_measures(clip, cache)
         segments = phones(clip, real["pcm"])
         opened += opened_for(segments, real["opening"])
+        heard = noisy(real["pcm"])
         for system in systems:
-            coeffs = track(system, real["pcm"], weights)
+            coeffs = track(system, heard, weights)
             ours = mouth_measures(landmarks(meter.frames(coeffs)))
             closed, reached = phone_scores(coeffs[:, JAW], segments)
             row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, "closures_shut": closed,
@@ -185,6 +209,7 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
             rows[system].append(row)
             log(json.dumps({system: {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}}))
     jfk_pcm, jfk_segments = jfk_set()[0]
+    jfk_pcm = noisy(jfk_pcm)
     out: dict = {"clips": len(clips)}
     for system in systems:
         closed = [hit for row in rows[system] for hit in row["closures_shut"]]
@@ -256,6 +281,13 @@ def contact_sheet(out: Path, cache: Path, clips: list[HeldOut], weights: Path = 
     return {"sheet": str(out), "widest_openings": seen}
 
 
+def noise_arg(text: str) -> tuple[str, float]:
+    kind, _, snr = text.partition(":")
+    if kind not in ("pink", "babble") or not snr.lstrip("-").replace(".", "", 1).isdigit():
+        raise argparse.ArgumentTypeError("KIND:SNR, KIND pink or babble, SNR in dB (pink:20)")
+    return kind, float(snr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(".cache/judge"))
@@ -264,13 +296,15 @@ def main() -> None:
     parser.add_argument("--speakers", nargs="+", default=None, help="only these held-out speakers")
     parser.add_argument("--sheet", type=Path, default=None, help="write the contact sheet (PNG) here")
     parser.add_argument("--weights", type=Path, default=WEIGHTS, help="MotionDiT weights (default: the committed ones)")
+    parser.add_argument("--noise", type=noise_arg, default=None, metavar="KIND:SNR",
+                        help="pink:20 or babble:20: that noise, so many dB under the speech, in what the systems hear")
     args = parser.parse_args()
     clips = [c for c in held_out() if args.speakers is None or c.speaker in args.speakers]
     if args.limit is not None:
         speakers = dict.fromkeys(c.speaker for c in clips)
         clips = [c for s in speakers for c in [c for c in clips if c.speaker == s][: args.limit]]
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the result only)
-    result = judge(args.out, tuple(args.systems), clips, progress, args.weights)
+    result = judge(args.out, tuple(args.systems), clips, progress, args.weights, args.noise)
     if args.sheet:
         result["sheet"] = contact_sheet(args.sheet, args.out, clips, args.weights)
     print(json.dumps(result, indent=1))
