@@ -42,6 +42,7 @@ from pathlib import Path  # noqa: E402
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
+from engine.config import SAMPLE_RATE  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
 from engine.families.video.tracking import track_landmarks  # noqa: E402
@@ -173,7 +174,7 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
 def noise_source(kind: str, rng: np.random.Generator) -> np.ndarray:
     """30 s of "pink" noise or "babble": 4 streams of 10 GRID s1 clips each, summed."""
     if kind == "pink":
-        return coloured_noise(30 * 48_000, rng)
+        return coloured_noise(30 * SAMPLE_RATE, rng)
     if kind != "babble":
         raise ValueError(f"noise is pink or babble, not {kind!r}")
     clips = sorted((REAL_TALKING / "grid-s1").glob("*.mp4"))[-40:]
@@ -190,7 +191,7 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
     source = noise_source(noise[0], rng) if noise else None
 
     def noisy(pcm: np.ndarray) -> np.ndarray:
-        return pcm if source is None or noise is None else with_noise(pcm, source, noise[1], rng)
+        return pcm if noise is None or source is None else with_noise(pcm, source, noise[1], rng)
 
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
@@ -283,9 +284,12 @@ def contact_sheet(out: Path, cache: Path, clips: list[HeldOut], weights: Path = 
 
 def noise_arg(text: str) -> tuple[str, float]:
     kind, _, snr = text.partition(":")
-    if kind not in ("pink", "babble") or not snr.lstrip("-").replace(".", "", 1).isdigit():
-        raise argparse.ArgumentTypeError("KIND:SNR, KIND pink or babble, SNR in dB (pink:20)")
-    return kind, float(snr)
+    try:
+        if kind in ("pink", "babble"):
+            return kind, float(snr)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError("KIND:SNR, KIND pink or babble, SNR in dB (pink:20)")
 
 
 def main() -> None:
