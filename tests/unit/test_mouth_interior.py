@@ -9,7 +9,7 @@ import pytest
 
 from engine.core import motion
 from engine.families.portrait.avatar import ASSETS, Portrait, load_portrait
-from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, MouthBank, face_colours
+from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, MouthBank, _chroma, face_colours
 from engine.families.portrait.renderer import PortraitRenderer
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 
@@ -122,8 +122,7 @@ def test_the_bank_script_builds_a_bank_the_renderer_uses(tmp_path, portrait):
 
 def _chroma_at(bank: MouthBank, where: np.ndarray) -> np.ndarray:
     """Mean colour over luma of the bank's pixels `where`, every rung together."""
-    pixels = bank.grids[where]
-    return pixels.mean(0) / (pixels.mean(0) @ LUMA)
+    return _chroma(bank.grids[where].mean(0))
 
 
 def test_teeth_take_the_colour_of_teeth_not_of_skin():
@@ -138,8 +137,8 @@ def test_teeth_take_the_colour_of_teeth_not_of_skin():
     own = np.array([235.0, 225.0, 200.0])
     for skin in (tanned, rosy):
         shown = _chroma_at(MouthBank.load(skin, 180.0, teeth=own), teeth)
-        assert np.abs(shown - own / (own @ LUMA)).max() < 0.03
-    skin_apart = np.abs(tanned / (tanned @ LUMA) - rosy / (rosy @ LUMA)).max()
+        assert np.abs(shown - _chroma(own)).max() < 0.03
+    skin_apart = np.abs(_chroma(tanned) - _chroma(rosy)).max()
     on_tanned, on_rosy = MouthBank.load(tanned, 180.0), MouthBank.load(rosy, 180.0)
     apart = lambda where: np.abs(_chroma_at(on_tanned, where) - _chroma_at(on_rosy, where)).max()  # noqa: E731
     assert apart(teeth) < 0.4 * skin_apart  # 0.33; with the skin's cast on them (CAST, before): 0.54

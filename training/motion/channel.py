@@ -17,6 +17,7 @@ import numpy as np
 from scipy.signal import butter, resample_poly, sosfilt
 
 from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
+from engine.families.motion.emphasis import frame_db
 
 from .recipe import reverb
 
@@ -99,10 +100,10 @@ def coloured_noise(samples: int, rng: np.random.Generator, slope: float = 1.0) -
 
 
 def speech_rms(pcm: np.ndarray) -> float:
-    """The RMS of the louder half of a recording's 40 ms frames: its speech, not its pauses."""
-    frames = pcm[: len(pcm) // SAMPLES_PER_FRAME * SAMPLES_PER_FRAME].astype(np.float64).reshape(-1, SAMPLES_PER_FRAME)
-    rms = np.sqrt((frames**2).mean(1))
-    return float(np.sqrt(np.mean(rms[rms >= np.median(rms)] ** 2)))
+    """The RMS (int16 units) of the louder half of a recording's 40 ms frames: its speech, not
+    its pauses."""
+    db = frame_db(pcm, len(pcm) // SAMPLES_PER_FRAME)
+    return 32768 * float(np.sqrt(np.mean(10 ** (db[db >= np.median(db)] / 10))))
 
 
 def with_noise(pcm: np.ndarray, noise: np.ndarray, snr_db: float, rng: np.random.Generator) -> np.ndarray:

@@ -38,7 +38,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine.assembly import motion_stages  # noqa: E402
-from engine.config import FPS, SAMPLES_PER_FRAME  # noqa: E402
+from engine.config import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME  # noqa: E402
 from engine.core import motion  # noqa: E402
 from engine.core.pipeline import Pipeline  # noqa: E402
 from engine.core.stream import motion_track  # noqa: E402
@@ -194,7 +194,7 @@ def language_set(language: str, voices: tuple[str, ...] = ("m3", "f2"), limit: i
     from .voices import Espeak  # the synthesiser's C library: loaded only when asked for
 
     espeak, rng, out = Espeak(), np.random.default_rng(0), []
-    pad = np.zeros(round(PAD_S * SAMPLES_PER_FRAME * FPS), np.float32)
+    pad = np.zeros(round(PAD_S * SAMPLE_RATE), np.float32)
     for voice in voices:
         for text in SENTENCES[language][:limit]:
             said = espeak.say(text, f"{ESPEAK_LANGUAGE[language]}+{voice}", rng)
