@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 from engine.config import SAMPLE_RATE  # noqa: E402
 from engine.families.motion.dit import WEIGHTS  # noqa: E402
 from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
+from engine.families.video import clip as video_clip  # noqa: E402
 from engine.families.video.tracking import track_landmarks  # noqa: E402
 
 from .channel import coloured_noise, with_noise  # noqa: E402
@@ -171,14 +172,19 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during]
 
 
+NOISES = ("pink", "babble")
+
+
 def noise_source(kind: str, rng: np.random.Generator) -> np.ndarray:
-    """30 s of "pink" noise or "babble": 4 streams of 10 GRID s1 clips each, summed."""
+    """30 s of "pink" noise or "babble": 4 streams of 10 GRID s1 clips each, summed (their
+    sound only: the pictures are not decoded)."""
+    if kind not in NOISES:
+        raise ValueError(f"noise is pink or babble, not {kind!r}")
     if kind == "pink":
         return coloured_noise(30 * SAMPLE_RATE, rng)
-    if kind != "babble":
-        raise ValueError(f"noise is pink or babble, not {kind!r}")
     clips = sorted((REAL_TALKING / "grid-s1").glob("*.mp4"))[-40:]
-    streams = [np.concatenate([read_clip(p)[1] for p in clips[k::4]]).astype(np.float64) for k in range(4)]
+    sounds = [video_clip.sound(p) for p in clips]
+    streams = [np.concatenate([s for s in sounds[k::4] if s is not None]).astype(np.float64) for k in range(4)]
     return sum(s[: min(map(len, streams))] for s in streams)
 
 
@@ -188,10 +194,11 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
     from .real_eval import JAW, MouthMeter, track
 
     rng = np.random.default_rng(0)
-    source = noise_source(noise[0], rng) if noise else None
+    kind, snr_db = noise or ("", 0.0)
+    source = noise_source(kind, rng) if noise else None
 
     def noisy(pcm: np.ndarray) -> np.ndarray:
-        return pcm if noise is None or source is None else with_noise(pcm, source, noise[1], rng)
+        return pcm if source is None else with_noise(pcm, source, snr_db, rng)
 
     meter = MouthMeter()
     rows: dict[str, list[dict]] = {s: [] for s in systems}
@@ -285,7 +292,7 @@ def contact_sheet(out: Path, cache: Path, clips: list[HeldOut], weights: Path = 
 def noise_arg(text: str) -> tuple[str, float]:
     kind, _, snr = text.partition(":")
     try:
-        if kind in ("pink", "babble"):
+        if kind in NOISES:
             return kind, float(snr)
     except ValueError:
         pass
