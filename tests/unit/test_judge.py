@@ -1,5 +1,6 @@
 """The lip-sync judge (training/motion/judge.py): its figures, and the script end to end."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -8,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.config import SAMPLE_RATE
 from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 from engine.families.portrait.rig import FaceRig
-from training.motion.judge import clip_scores, held_out, summary
+from training.motion.judge import clip_scores, held_out, noise_arg, noise_source, summary
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +92,18 @@ def test_whispers_digits_become_the_words_said_for_the_aligner():
     assert [spoken_number(21, ordinal=True), spoken_number(3, ordinal=True), spoken_number(12, ordinal=True)] == [
         "twenty first", "third", "twelfth"]
     assert spoken_number(342) == "three hundred forty two" and spoken_number(2010) == "two thousand ten"
+
+
+def test_the_judges_noises_are_pink_or_real_babble_and_anything_else_is_refused():
+    assert noise_arg("pink:20") == ("pink", 20.0) and noise_arg("babble:-5") == ("babble", -5.0)
+    for bad in ("pink", "x:3", "pink:abc"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            noise_arg(bad)
+    with pytest.raises(ValueError):
+        noise_source("hum", np.random.default_rng(0))
+    babble = noise_source("babble", np.random.default_rng(0))
+    assert len(babble) > 25 * SAMPLE_RATE  # four voices of 10 clips each, 3 s a clip
+    frames = babble[: len(babble) // 1920 * 1920].reshape(-1, 1920)
+    level = 20 * np.log10(np.sqrt((frames**2).mean(1)) + 1e-9)
+    assert (level > np.percentile(level, 90) - 20).mean() > 0.7  # four talkers: mostly someone talking (0.78)
+
