@@ -13,7 +13,8 @@ from engine.config import SAMPLE_RATE
 from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 from engine.families.portrait.rig import FaceRig
-from training.motion.judge import clip_scores, held_out, noise_arg, noise_source, summary
+from training.motion.judge import clip_scores, held_out, noise_arg, noise_source, reached_line, summary
+from training.motion.visemes import Segment
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,18 @@ def test_the_judge_runs_end_to_end_on_a_few_real_clips(tmp_path):
     assert result["dit"]["corr"] > result["loudness"]["corr"], "the model follows real mouths better than loudness"
     dit = result["dit"]
     assert dit["closures"] > 0 and 0 < dit["open_vowels_they_opened"] <= dit["open_vowels"]
+    real = result["real_open_vowel"]
+    assert 0.03 < real["line_rise"] < 0.15, "jaw 0.25 opens the drawn mouth a little past shut"
+    assert 0 <= real["pooled"] <= 1
+
+
+def test_the_open_vowel_line_asks_of_real_people_what_it_asks_of_ours():
+    opening = np.full(50, 0.02)  # shut at 0.02 eye distances, 25 fps
+    opening[10:13], opening[30:33] = 0.09, 0.05  # a wide "a" and a half-open one
+    vowels = [Segment("AA", 0.4, 0.52), Segment("AH", 1.2, 1.32), Segment("B", 1.6, 1.7), Segment("AE", 1.8, 1.83)]
+    # the consonant and the 30 ms vowel are not counted, as the line itself counts them
+    assert reached_line(vowels, opening, rise=0.06) == [True, False]
+    assert reached_line(vowels, opening, rise=0.02) == [True, True]
 
 
 def test_whispers_digits_become_the_words_said_for_the_aligner():

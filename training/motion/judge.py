@@ -19,7 +19,9 @@ across clips, of our 95th-percentile opening with the real one (a calm speaker s
 get a calm mouth). Phones: p/b/m with a shut frame and open vowels reaching jaw 0.25, over
 all open vowels and over those the person's own mouth opened for (OPENED); open vowels also
 per speaker, and their mean (`open_vowel_by_speaker`: each speaker weighs the same, as
-above). The real clips' measurements are cached under --out/real.
+above). `real_open_vowel` is the same line applied to the real people: the share of open
+vowels where their mouth opened as far past its own shut as ours does at jaw 0.25. The real
+clips' measurements are cached under --out/real.
 
 `--noise pink:20` or `babble:20` adds noise that many dB under each clip's speech before
 the systems hear it (the real mouth and the phone timings stay those of the clean clip):
@@ -172,6 +174,31 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during]
 
 
+def line_rise(meter) -> float:
+    """How far past shut the open-vowel line opens our mouth, in eye distances: the default
+    portrait drawn at jaw SHUT and at jaw OPEN (all else neutral), as mediapipe reads it."""
+    from engine.core import motion
+
+    from .evaluate import OPEN
+    from .real_eval import JAW
+
+    coeffs = motion.zeros(2)
+    coeffs[:, JAW] = motion.SHUT, OPEN
+    shut, wide = mouth_measures(landmarks(meter.frames(coeffs)))["opening"]
+    return float(wide - shut)
+
+
+def reached_line(segments: list, real_opening: np.ndarray, rise: float) -> list[bool]:
+    """Per open vowel: did the real person's mouth open `rise` past its own shut (the clip's
+    5th percentile), as far as the line asks of ours? The line applied to real people."""
+    from .evaluate import open_vowels
+    from .visemes import frames_of
+
+    shut = np.nanpercentile(real_opening, 5)
+    during = [real_opening[frames_of(s, len(real_opening))] for s in open_vowels(segments)]
+    return [bool(np.isfinite(r).any() and np.nanmax(r) - shut >= rise) for r in during]
+
+
 NOISES = ("pink", "babble")
 
 
@@ -201,12 +228,15 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
         return pcm if source is None else with_noise(pcm, source, snr_db, rng)
 
     meter = MouthMeter()
+    rise = line_rise(meter)
     rows: dict[str, list[dict]] = {s: [] for s in systems}
     opened: list[bool] = []  # per open vowel, in the order of the rows: the person opened for it
+    real_reached: dict[str, list[bool]] = {}  # per speaker: the person's mouth reached the line
     for clip in clips:
         real = real_measures(clip, cache)
         segments = phones(clip, real["pcm"])
         opened += opened_for(segments, real["opening"])
+        real_reached.setdefault(clip.speaker, []).extend(reached_line(segments, real["opening"], rise))
         heard = noisy(real["pcm"])
         for system in systems:
             coeffs = track(system, heard, weights)
@@ -218,7 +248,10 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
             log(json.dumps({system: {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}}))
     jfk_pcm, jfk_segments = jfk_set()[0]
     jfk_pcm = noisy(jfk_pcm)
-    out: dict = {"clips": len(clips)}
+    by_speaker = [_share(hits) for hits in real_reached.values() if hits]
+    out: dict = {"clips": len(clips), "real_open_vowel": {
+        "line_rise": round(rise, 3), "pooled": _share([hit for hits in real_reached.values() for hit in hits]),
+        "by_speaker": round(float(np.mean(by_speaker)), 3) if by_speaker else float("nan")}}
     for system in systems:
         closed = [hit for row in rows[system] for hit in row["closures_shut"]]
         reached = [hit for row in rows[system] for hit in row["open_vowels_reached"]]
