@@ -22,19 +22,21 @@ def rows_in_chunks(module: SpeechFeatureModule, pcm: np.ndarray, frames: int, ch
 
 
 def test_a_stream_cut_into_any_chunks_gives_the_same_rows(jfk_pcm48):
-    module, frames = SpeechFeatureModule(), 60
-    small = rows_in_chunks(module, jfk_pcm48, frames, 2)
-    large = rows_in_chunks(module, jfk_pcm48, frames, 10)
-    assert small.shape == (frames, DIM)
-    np.testing.assert_allclose(small, large, atol=1e-4)
-    # the first columns are the log-mel module's own rows
+    frames = 60
+    for module in (SpeechFeatureModule(), feature_module(DIM)):  # without and with the noise floor
+        small = rows_in_chunks(module, jfk_pcm48, frames, 2)
+        large = rows_in_chunks(module, jfk_pcm48, frames, 10)
+        assert small.shape == (frames, DIM)
+        np.testing.assert_allclose(small, large, atol=1e-4)
+    # without the floor, the first columns are the log-mel module's own rows
+    small = rows_in_chunks(SpeechFeatureModule(), jfk_pcm48, frames, 2)
     mel = MelFeatureModule()
     np.testing.assert_allclose(small[:, :MEL_DIM], mel(jfk_pcm48[: frames * SAMPLES_PER_FRAME], frames,
                                                      mel.initial_state(0)), atol=1e-5)
 
 
 def test_silence_gives_the_silent_row_and_speech_does_not(jfk_pcm48):
-    module = SpeechFeatureModule()
+    module = feature_module(DIM)
     quiet = module(np.zeros(20 * SAMPLES_PER_FRAME, np.int16), 20, module.initial_state(0))
     np.testing.assert_allclose(quiet[:, :MEL_DIM], np.tile(silence(DIM)[:MEL_DIM], (20, 1)), atol=1e-5)
     speech = stream_rows(module, jfk_pcm48, 100)
@@ -43,13 +45,15 @@ def test_silence_gives_the_silent_row_and_speech_does_not(jfk_pcm48):
 
 
 def test_the_state_stays_the_same_size_over_a_minute(jfk_pcm48):
-    module = SpeechFeatureModule()
+    module = feature_module(DIM)
     state = module.initial_state(0)
     module(jfk_pcm48[: 4 * SAMPLES_PER_FRAME], 4, state)
-    size = state.history.nbytes + state.mel.tail.nbytes
+    assert state.noise is not None
+    nbytes = lambda: state.history.nbytes + state.mel.tail.nbytes + state.noise.history.nbytes  # noqa: E731
+    size = nbytes()
     loud = np.tile(jfk_pcm48, 6)[: 60 * 25 * SAMPLES_PER_FRAME]
     module(loud, 60 * 25, state)
-    assert state.history.nbytes + state.mel.tail.nbytes == size
+    assert nbytes() == size
 
 
 def test_chunks_must_hold_whole_encoder_steps_and_clips_are_padded(jfk_pcm48):
@@ -61,6 +65,8 @@ def test_chunks_must_hold_whole_encoder_steps_and_clips_are_padded(jfk_pcm48):
 
 def test_the_feature_module_follows_the_models_inputs():
     assert isinstance(feature_module(MEL_DIM), MelFeatureModule)
-    assert isinstance(feature_module(DIM), SpeechFeatureModule)
+    module = feature_module(DIM)
+    assert isinstance(module, SpeechFeatureModule) and module.floor is not None, "sessions take the noise floor out"
+    assert SpeechFeatureModule().floor is None, "the training data is built without it"
     with pytest.raises(ValueError):
         feature_module(5)

@@ -27,8 +27,9 @@ import numpy as np
 from engine.config import SAMPLES_PER_FRAME
 from engine.core.module import Module
 from engine.core.stage import FeatureModule
+from engine.families.motion.mel_features import BANDS, FLOOR, SILENCE, AudioTail, MelFeatureModule, decimate
 from engine.families.motion.mel_features import DIM as MEL_DIM
-from engine.families.motion.mel_features import SILENCE, AudioTail, MelFeatureModule, decimate
+from engine.families.motion.noise_floor import NoiseEstimate, NoiseFloor, NoiseFloorConfig
 
 STEP = 2
 """Frames per encoder call; chunks must hold a multiple of it."""
@@ -70,28 +71,35 @@ def encode(windows: np.ndarray) -> np.ndarray:
 
 @dataclass
 class SpeechTail:
-    """The log-mel tail and the last CONTEXT_S seconds of 16 kHz audio."""
+    """The log-mel tail, the last CONTEXT_S seconds of 16 kHz audio and the noise estimate."""
 
     mel: AudioTail
     history: np.ndarray
+    noise: NoiseEstimate | None = None
 
 
 class SpeechFeatureModule(Module):
-    """(frames, DIM) rows: log-mel (the first MEL_DIM columns) then the encoder's."""
+    """(frames, DIM) rows: log-mel (the first MEL_DIM columns) then the encoder's. With
+    `noise_floor`, the log-mel rows have a room's steady noise taken out (noise_floor.py):
+    sessions hear them so; the training data, which carries noise of its own, does not."""
 
     name = "speech_features"
 
-    def __init__(self, mel: MelFeatureModule | None = None) -> None:
+    def __init__(self, mel: MelFeatureModule | None = None, noise_floor: NoiseFloorConfig | None = None) -> None:
         super().__init__()
         self.mel = mel or MelFeatureModule()
+        self.floor = NoiseFloor(BANDS, FLOOR, noise_floor) if noise_floor else None
 
     def initial_state(self, seed: int) -> SpeechTail:
-        return SpeechTail(self.mel.initial_state(seed), np.zeros(HISTORY, np.float32))
+        noise = self.floor.initial_state() if self.floor else None
+        return SpeechTail(self.mel.initial_state(seed), np.zeros(HISTORY, np.float32), noise)
 
     def __call__(self, pcm48: np.ndarray, frames: int, state: SpeechTail) -> np.ndarray:
         if frames % STEP:
             raise ValueError(f"chunks must hold a multiple of {STEP} frames")
         mel = self.mel(pcm48, frames, state.mel)
+        if self.floor and state.noise:
+            mel = self.floor(mel.reshape(2 * frames, BANDS), state.noise).reshape(frames, MEL_DIM)
         signal = np.concatenate([state.history, decimate(pcm48[: frames * SAMPLES_PER_FRAME])])
         state.history = signal[len(signal) - HISTORY:].copy()
         ends = HISTORY + STEP * FRAME_16K * (1 + np.arange(frames // STEP))
@@ -100,12 +108,12 @@ class SpeechFeatureModule(Module):
 
 
 def feature_module(audio_dim: int) -> MelFeatureModule | SpeechFeatureModule:
-    """The feature module whose rows a motion model with `audio_dim` inputs was trained on
-    (log-mel alone for weights from before the encoder)."""
+    """The feature module a session feeds a motion model with `audio_dim` inputs (log-mel
+    alone for weights from before the encoder); the speech features take the noise floor out."""
     if audio_dim == MEL_DIM:
         return MelFeatureModule()
     if audio_dim == DIM:
-        return SpeechFeatureModule()
+        return SpeechFeatureModule(noise_floor=NoiseFloorConfig())
     raise ValueError(f"no audio features of {audio_dim} columns")
 
 
