@@ -166,12 +166,16 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     """Per open vowel (as phone_scores counts them): did the real person's mouth open for it
     (reach OPENED of the clip's 95th-percentile opening)? Unstressed ones ("the", "a") often
     stay nearly shut: a mouth that follows the person should not open wide there."""
+    peak = np.nanpercentile(real_opening, 95)
+    return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during_vowels(segments, real_opening)]
+
+
+def during_vowels(segments: list, opening: np.ndarray) -> list[np.ndarray]:
+    """The opening in the frames of each open vowel that phone_scores counts."""
     from .evaluate import open_vowels
     from .visemes import frames_of
 
-    peak = np.nanpercentile(real_opening, 95)
-    during = [real_opening[frames_of(s, len(real_opening))] for s in open_vowels(segments)]
-    return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during]
+    return [opening[frames_of(s, len(opening))] for s in open_vowels(segments)]
 
 
 def line_rise(meter) -> float:
@@ -191,12 +195,8 @@ def line_rise(meter) -> float:
 def reached_line(segments: list, real_opening: np.ndarray, rise: float) -> list[bool]:
     """Per open vowel: did the real person's mouth open `rise` past its own shut (the clip's
     5th percentile), as far as the line asks of ours? The line applied to real people."""
-    from .evaluate import open_vowels
-    from .visemes import frames_of
-
     shut = np.nanpercentile(real_opening, 5)
-    during = [real_opening[frames_of(s, len(real_opening))] for s in open_vowels(segments)]
-    return [bool(np.isfinite(r).any() and np.nanmax(r) - shut >= rise) for r in during]
+    return [bool(np.isfinite(r).any() and np.nanmax(r) - shut >= rise) for r in during_vowels(segments, real_opening)]
 
 
 NOISES = ("pink", "babble")
