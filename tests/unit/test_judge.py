@@ -119,4 +119,3 @@ def test_the_judges_noises_are_pink_or_real_babble_and_anything_else_is_refused(
     frames = babble[: len(babble) // 1920 * 1920].reshape(-1, 1920)
     level = 20 * np.log10(np.sqrt((frames**2).mean(1)) + 1e-9)
     assert (level > np.percentile(level, 90) - 20).mean() > 0.7  # four talkers: mostly someone talking (0.78)
-

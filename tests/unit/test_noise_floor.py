@@ -12,7 +12,7 @@ def noisy_rows(rows: int, seed: int = 0) -> np.ndarray:
 
 
 def test_a_steady_noise_is_taken_down_and_a_louder_sound_over_it_is_kept():
-    floor = NoiseFloor(BANDS, FLOOR)
+    floor = NoiseFloor()
     power = noisy_rows(300)
     vowels = (np.arange(300) >= 200) & (np.arange(300) % 25 < 15)  # 0.3 s syllables 0.2 s apart, from the 4th second
     power[vowels, 10] += 0.1  # 20 dB over the noise in their band
@@ -24,7 +24,7 @@ def test_a_steady_noise_is_taken_down_and_a_louder_sound_over_it_is_kept():
 
 
 def test_rows_given_one_at_a_time_come_out_as_rows_given_together():
-    floor = NoiseFloor(BANDS, FLOOR)
+    floor = NoiseFloor()
     log_rows = np.log10(noisy_rows(120, seed=1) + FLOOR)
     whole = floor(log_rows, floor.initial_state())
     state = floor.initial_state()

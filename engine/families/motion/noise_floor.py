@@ -1,7 +1,7 @@
 """A room's steady noise taken out of the log-mel rows before the motion model hears them.
 
-A p/b/m is a short silence (or a hum) inside speech. A fan, a road or a reverberant room
-fills that silence, and the motion model and the lip-closure detector, which hear the
+A p/b/m is a short silence (or a hum) inside speech. A fan or a road fills that
+silence, and the motion model and the lip-closure detector, which hear the
 log-mel rows, then leave a sixth of the lips a little parted (pink noise 20 dB under the
 speech: 0.838 shut). Each band's noise is estimated by minimum statistics (the lowest
 smoothed power over the last `memory_s`, which in speech is the noise between syllables)
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ROWS_PER_S = 50  # the log-mel rows' 20 ms hop
+from engine.families.motion.mel_features import BANDS, FLOOR, HOP, RATE
 
 
 @dataclass(frozen=True)
@@ -45,20 +45,20 @@ class NoiseEstimate:
 
 
 class NoiseFloor:
-    """log10 power rows (rows, bands) in, the same with the noise floor taken out."""
+    """log-mel rows (rows, BANDS) in, the same with the noise floor taken out."""
 
-    def __init__(self, bands: int, floor: float, config: NoiseFloorConfig = NoiseFloorConfig()) -> None:
-        self.bands, self.floor, self.config = bands, floor, config
+    def __init__(self, config: NoiseFloorConfig = NoiseFloorConfig()) -> None:
+        self.config = config
         self.min_gain = 10 ** (config.gain_floor_db / 10)  # on power
 
     def initial_state(self) -> NoiseEstimate:
-        rows = round(self.config.memory_s * ROWS_PER_S)
+        rows = round(self.config.memory_s * RATE / HOP)
         # No noise is known before the first row: the ring starts above any power
-        return NoiseEstimate(np.full(self.bands, self.floor), np.full((rows, self.bands), np.inf))
+        return NoiseEstimate(np.full(BANDS, FLOOR), np.full((rows, BANDS), np.inf))
 
     def __call__(self, log_rows: np.ndarray, state: NoiseEstimate) -> np.ndarray:
         c = self.config
-        power = 10.0 ** log_rows.astype(np.float64) - self.floor
+        power = 10.0 ** log_rows.astype(np.float64) - FLOOR
         out = np.empty_like(power)
         for i, row in enumerate(power):
             state.smoothed = (1 - c.smoothing) * state.smoothed + c.smoothing * row
@@ -66,4 +66,4 @@ class NoiseFloor:
             state.at = (state.at + 1) % len(state.history)
             noise = c.bias * state.history.min(0)
             out[i] = np.maximum(row - c.over * noise, self.min_gain * row)
-        return np.log10(np.maximum(out, 0) + self.floor).astype(np.float32)
+        return np.log10(np.maximum(out, 0) + FLOOR).astype(np.float32)

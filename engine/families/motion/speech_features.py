@@ -27,7 +27,7 @@ import numpy as np
 from engine.config import SAMPLES_PER_FRAME
 from engine.core.module import Module
 from engine.core.stage import FeatureModule
-from engine.families.motion.mel_features import BANDS, FLOOR, SILENCE, AudioTail, MelFeatureModule, decimate
+from engine.families.motion.mel_features import BANDS, SILENCE, AudioTail, MelFeatureModule, decimate
 from engine.families.motion.mel_features import DIM as MEL_DIM
 from engine.families.motion.noise_floor import NoiseEstimate, NoiseFloor, NoiseFloorConfig
 
@@ -88,7 +88,7 @@ class SpeechFeatureModule(Module):
     def __init__(self, mel: MelFeatureModule | None = None, noise_floor: NoiseFloorConfig | None = None) -> None:
         super().__init__()
         self.mel = mel or MelFeatureModule()
-        self.floor = NoiseFloor(BANDS, FLOOR, noise_floor) if noise_floor else None
+        self.floor = NoiseFloor(noise_floor) if noise_floor else None
 
     def initial_state(self, seed: int) -> SpeechTail:
         noise = self.floor.initial_state() if self.floor else None
@@ -98,7 +98,7 @@ class SpeechFeatureModule(Module):
         if frames % STEP:
             raise ValueError(f"chunks must hold a multiple of {STEP} frames")
         mel = self.mel(pcm48, frames, state.mel)
-        if self.floor and state.noise:
+        if self.floor and state.noise is not None:
             mel = self.floor(mel.reshape(2 * frames, BANDS), state.noise).reshape(frames, MEL_DIM)
         signal = np.concatenate([state.history, decimate(pcm48[: frames * SAMPLES_PER_FRAME])])
         state.history = signal[len(signal) - HISTORY:].copy()
