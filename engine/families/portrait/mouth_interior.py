@@ -28,6 +28,10 @@ CENTRE = UPPER_INNER.index(13)  # 13 and 14 (the middle of the inner lips) share
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 TEETH = np.array([250.0, 240.0, 215.0], np.float32)  # ivory: teeth where a portrait shows none of its own
 TEETH_CAST = 0.3  # and how much of its skin's colour cast they take (its light, mostly)
+TEETH_LIFT = 1.3  # the bank's teeth are GRID s1's, dim against his face under the studio's top light:
+# the brightest tenth inside the mouth over the face's, at speech openings, reads 0.69-0.86 on the
+# other GRID speakers but 0.74-0.94 on the other held-out people; lifted so, a closed-lip photo's
+# teeth read 0.71-0.87 where they read 0.63-0.72 (docs/motion.md, "Real inner mouths")
 CAST = 0.5  # how much of the portrait's colour cast (light and skin together) the real mouth takes on
 UPPER_SHADE = (0.5, 0.06)  # how much the upper lip darkens what is just under it, and how far (mouth widths)
 LOWER_SHADE = (0.25, 0.03)
@@ -119,7 +123,7 @@ class MouthBank:
             teeth = TEETH * _chroma(skin) ** TEETH_CAST
         # a tooth keeps the bank's light and shade (its luma) in the teeth's own colour
         w = _teeth_weight(grids)[..., None]
-        tooth = (grids @ LUMA)[..., None] * exposure[:, None, None, :] * _chroma(teeth)
+        tooth = (grids @ LUMA)[..., None] * exposure[:, None, None, :] * _chroma(teeth) * TEETH_LIFT
         relit = grids * gain[:, None, None, :] * (1 - w) + tooth * w
         return cls(openings.astype(np.float32), np.clip(relit, 0, 255))
 

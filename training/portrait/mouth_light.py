@@ -1,0 +1,95 @@
+"""How bright the open mouth is against the face: our portraits beside the real held-out people.
+
+    python -m training.portrait.mouth_light [--cache .cache/judge]
+
+Per frame: the brightest tenth of the pixels between the inner lips (the 90th percentile of
+luma: teeth where they show) over that of the face's skin patches (face_colours': cheeks,
+nose, forehead, chin), on frames scaled as the judge scales them, with mediapipe's landmarks.
+Medians by opening (inner-lip gap over the eye distance, as the judge measures it), for each
+held-out speaker (the judge's cached landmarks; run the judge once first) and for the default
+and the closed-lip portrait saying the contact sheet's sentence, their frames through I420 as a
+viewer gets them. Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from engine.families.portrait.avatar import DEFAULT_AVATAR
+from engine.families.portrait.mouth_interior import LUMA
+from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
+from training.motion import judge
+from training.motion.real_faces import read_clip
+
+OPENINGS = ((0.06, 0.10), (0.10, 0.14), (0.14, 0.20))  # eye distances
+SKIN = (50, 280, 205, 425, 4, 195, 151, 9, 199, 200)  # face_colours' patches
+
+
+def brightness(rgb: np.ndarray, lm: np.ndarray) -> float:
+    """The brightest tenth between the inner lips over the skin's (NaN when barely parted)."""
+    parted = np.zeros(rgb.shape[:2], np.uint8)
+    cv2.fillPoly(parted, [np.round(np.vstack([lm[UPPER_INNER], lm[LOWER_INNER][::-1]])).astype(np.int32)], 1)
+    inside = cv2.erode(parted, np.ones((2, 2), np.uint8))
+    if inside.sum() < 12:
+        return float("nan")
+    skin = np.zeros_like(inside)
+    radius = max(2, int(0.09 * float(np.linalg.norm(lm[291] - lm[61]))))
+    for i in SKIN:
+        cv2.circle(skin, tuple(int(v) for v in np.round(lm[i])), radius, 1, -1)
+    luma = rgb.astype(np.float32) @ LUMA
+    return float(np.percentile(luma[inside > 0], 90) / np.percentile(luma[skin > 0], 90))
+
+
+def by_opening(opening: np.ndarray, bright: np.ndarray) -> list[dict]:
+    rows = []
+    for lo, hi in OPENINGS:
+        values = bright[(opening >= lo) & (opening < hi) & np.isfinite(bright)]
+        rows.append({"opening": [lo, hi], "frames": int(len(values)),
+                     "median": round(float(np.median(values)), 3) if len(values) else None})
+    return rows
+
+
+def real_people(cache: Path) -> dict[str, list[dict]]:
+    openings: dict[str, list[np.ndarray]] = {}
+    bright: dict[str, list[np.ndarray]] = {}
+    for clip in judge.held_out():
+        frames, _ = read_clip(clip.path)
+        measured = judge.real_measures(clip, cache)
+        lm = measured["landmarks"]
+        openings.setdefault(clip.speaker, []).append(measured["opening"])
+        bright.setdefault(clip.speaker, []).append(
+            np.array([brightness(judge.scaled(f), p) if np.isfinite(p).all() else np.nan for f, p in zip(frames, lm)]))
+    return {s: by_opening(np.concatenate(openings[s]), np.concatenate(bright[s])) for s in openings}
+
+
+def ours() -> dict[str, list[dict]]:
+    from engine.batch.render import _text_audio
+    from training.motion.evaluate import run_motion
+    from training.motion.real_eval import CLOSED_MOUTH, SHEET_TEXT, MouthMeter
+
+    track = run_motion("dit", np.concatenate(list(_text_audio(SHEET_TEXT)[0])))[0]
+    out = {}
+    for portrait in (DEFAULT_AVATAR, CLOSED_MOUTH):
+        frames = [judge.scaled(cv2.cvtColor(cv2.cvtColor(f, cv2.COLOR_RGB2YUV_I420), cv2.COLOR_YUV2RGB_I420))
+                  for f in MouthMeter(portrait).frames(track)]
+        lm = judge.landmarks(frames)
+        opening = judge.mouth_measures(lm)["opening"]
+        bright = np.array([brightness(f, p) if np.isfinite(p).all() else np.nan for f, p in zip(frames, lm)])
+        out[portrait.stem] = by_opening(opening, bright)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path(".cache/judge"), help="the judge's cache")
+    args = parser.parse_args()
+    print(json.dumps({"real": real_people(args.cache), "ours": ours()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
