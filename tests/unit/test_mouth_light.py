@@ -6,12 +6,12 @@ import pytest
 
 from engine.families.portrait.avatar import DEFAULT_AVATAR, load_portrait
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
-from training.portrait.mouth_light import brightness, by_opening
+from training.portrait.mouth_light import brightness, by_opening, middle
 
 pytestmark = pytest.mark.unit
 
 
-def test_the_brightest_tenth_inside_the_lips_is_read_against_the_skin():
+def test_the_brightest_tenth_inside_the_lips_is_read_against_the_skin_and_the_middle_against_it():
     lm = load_portrait(DEFAULT_AVATAR).landmarks.copy()
     lm[LOWER_INNER] += [0, 12]  # parted lips
     mouth = np.zeros((512, 512), np.uint8)
@@ -21,6 +21,7 @@ def test_the_brightest_tenth_inside_the_lips_is_read_against_the_skin():
     image[mouth > 0] = 40  # a dark cavity ...
     image[(mouth > 0) & (np.arange(512)[:, None] < rows[0] + 0.4 * len(rows))] = 150  # ... under a row of teeth
     assert brightness(image, lm) == pytest.approx(0.75, abs=0.01)
+    assert middle(image, lm) == pytest.approx(40 / 150, abs=0.03)
     shut = load_portrait(DEFAULT_AVATAR).landmarks.copy()
     shut[LOWER_INNER] = shut[UPPER_INNER]
     assert np.isnan(brightness(image, shut))

@@ -1,10 +1,14 @@
-"""How bright the open mouth is against the face: our portraits beside the real held-out people.
+"""How the open mouth is lit: our portraits beside the real held-out people.
 
     python -m training.portrait.mouth_light [--cache .cache/judge]
 
-Per frame: the brightest tenth of the pixels between the inner lips (the 90th percentile of
-luma: teeth where they show) over that of the face's skin patches (face_colours': cheeks,
-nose, forehead, chin), on frames scaled as the judge scales them, with mediapipe's landmarks.
+Per frame, on frames scaled as the judge scales them, with mediapipe's landmarks:
+- bright: the brightest tenth of the pixels between the inner lips (the 90th percentile of
+  luma: teeth where they show) over that of the face's skin patches (face_colours': cheeks,
+  nose, forehead, chin);
+- middle: the middle of the mouth (its rows 30-70 % from the upper lip to the lower, columns
+  25-75 % across; the median luma) over its own brightest tenth: teeth read near 1, a cavity
+  between the rows of teeth lower.
 Medians by opening (inner-lip gap over the eye distance, as the judge measures it), for each
 held-out speaker (the judge's cached landmarks; run the judge once first) and for the default
 and the closed-lip portrait saying the contact sheet's sentence, their frames through I420 as a
@@ -21,7 +25,7 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.avatar import DEFAULT_AVATAR
-from engine.families.portrait.mouth_interior import LUMA
+from engine.families.portrait.mouth_interior import LUMA, unwrap
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 from training.motion import judge
 from training.motion.real_faces import read_clip
@@ -45,29 +49,49 @@ def brightness(rgb: np.ndarray, lm: np.ndarray) -> float:
     return float(np.percentile(luma[inside > 0], 90) / np.percentile(luma[skin > 0], 90))
 
 
-def by_opening(opening: np.ndarray, bright: np.ndarray) -> list[dict]:
+def middle(rgb: np.ndarray, lm: np.ndarray) -> float:
+    """The middle of the mouth, unwrapped between its inner lips, over its brightest tenth."""
+    luma = unwrap(rgb, lm[UPPER_INNER], lm[LOWER_INNER]).astype(np.float32) @ LUMA
+    rows, cols = luma.shape
+    centre = luma[int(0.3 * rows): int(0.7 * rows), int(0.25 * cols): int(0.75 * cols)]
+    return float(np.median(centre) / max(np.percentile(luma, 90), 1.0))
+
+
+def measures(frames: list[np.ndarray], lm: np.ndarray, opening: np.ndarray) -> dict[str, list[dict]]:
+    """Both measures over a clip's frames, by opening."""
+    seen = [i for i in range(len(frames)) if np.isfinite(lm[i]).all()]
+    out = {}
+    for name, measure in (("bright", brightness), ("middle", middle)):
+        values = np.full(len(frames), np.nan)
+        values[seen] = [measure(frames[i], lm[i]) for i in seen]
+        out[name] = by_opening(opening, values)
+    return out
+
+
+def by_opening(opening: np.ndarray, values: np.ndarray) -> list[dict]:
     rows = []
     for lo, hi in OPENINGS:
-        values = bright[(opening >= lo) & (opening < hi) & np.isfinite(bright)]
-        rows.append({"opening": [lo, hi], "frames": int(len(values)),
-                     "median": round(float(np.median(values)), 3) if len(values) else None})
+        picked = values[(opening >= lo) & (opening < hi) & np.isfinite(values)]
+        rows.append({"opening": [lo, hi], "frames": int(len(picked)),
+                     "median": round(float(np.median(picked)), 3) if len(picked) else None})
     return rows
 
 
-def real_people(cache: Path) -> dict[str, list[dict]]:
+def real_people(cache: Path) -> dict[str, dict]:
+    """Per held-out speaker, all their clips' frames together."""
+    frames: dict[str, list[np.ndarray]] = {}
+    lms: dict[str, list[np.ndarray]] = {}
     openings: dict[str, list[np.ndarray]] = {}
-    bright: dict[str, list[np.ndarray]] = {}
     for clip in judge.held_out():
-        frames, _ = read_clip(clip.path)
         measured = judge.real_measures(clip, cache)
-        lm = measured["landmarks"]
+        n = len(measured["landmarks"])
+        frames.setdefault(clip.speaker, []).extend(judge.scaled(f) for f in read_clip(clip.path)[0][:n])
+        lms.setdefault(clip.speaker, []).append(measured["landmarks"])
         openings.setdefault(clip.speaker, []).append(measured["opening"])
-        bright.setdefault(clip.speaker, []).append(
-            np.array([brightness(judge.scaled(f), p) if np.isfinite(p).all() else np.nan for f, p in zip(frames, lm)]))
-    return {s: by_opening(np.concatenate(openings[s]), np.concatenate(bright[s])) for s in openings}
+    return {s: measures(frames[s], np.concatenate(lms[s]), np.concatenate(openings[s])) for s in frames}
 
 
-def ours() -> dict[str, list[dict]]:
+def ours() -> dict[str, dict]:
     from engine.batch.render import _text_audio
     from training.motion.evaluate import run_motion
     from training.motion.real_eval import CLOSED_MOUTH, SHEET_TEXT, MouthMeter
@@ -78,9 +102,7 @@ def ours() -> dict[str, list[dict]]:
         frames = [judge.scaled(cv2.cvtColor(cv2.cvtColor(f, cv2.COLOR_RGB2YUV_I420), cv2.COLOR_YUV2RGB_I420))
                   for f in MouthMeter(portrait).frames(track)]
         lm = judge.landmarks(frames)
-        opening = judge.mouth_measures(lm)["opening"]
-        bright = np.array([brightness(f, p) if np.isfinite(p).all() else np.nan for f, p in zip(frames, lm)])
-        out[portrait.stem] = by_opening(opening, bright)
+        out[portrait.stem] = measures(frames, lm, judge.mouth_measures(lm)["opening"])
     return out
 
 
