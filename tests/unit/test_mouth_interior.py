@@ -9,7 +9,7 @@ import pytest
 
 from engine.core import motion
 from engine.families.portrait.avatar import ASSETS, Portrait, load_portrait
-from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, MouthBank, _chroma, face_colours
+from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, MouthBank, _chroma, face_colours, skin_patches
 from engine.families.portrait.renderer import PortraitRenderer
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 
@@ -95,7 +95,7 @@ def test_the_inside_is_shaded_not_one_flat_colour(mouth):
 @pytest.mark.parametrize("jaw", [0.45, 0.6])
 def test_teeth_at_speech_openings_are_as_bright_against_the_face_as_real_peoples(portrait, jaw):
     """The brightest tenth between the lips over that of the cheeks, nose, forehead and chin
-    (face_colours' patches): real people at the same openings read 0.69-0.94 (medians per
+    (skin_patches): real people at the same openings read 0.69-0.94 (medians per
     speaker and opening; GRID's studio the lowest). GRID s1's own teeth, unlifted: 0.64, 0.70."""
     renderer = PortraitRenderer(portrait)
     rig, coeffs = renderer.rig, motion.zeros(1)[0]
@@ -104,10 +104,8 @@ def test_teeth_at_speech_openings_are_as_bright_against_the_face_as_real_peoples
     pts = rig.points + rig.displacement(rig.as_drawn(coeffs))
     inside = np.zeros(luma.shape, np.uint8)
     cv2.fillPoly(inside, [np.round(pts[[rig.index[i] for i in UPPER_INNER + LOWER_INNER[::-1]]]).astype(np.int32)], 1)
-    skin = np.zeros(luma.shape, np.uint8)
-    for i in (50, 280, 205, 425, 4, 195, 151, 9, 199, 200):
-        cv2.circle(skin, tuple(int(v) for v in np.round(rig.lm[i])), int(0.09 * rig.frame.mouth_width), 1, -1)
     inside = cv2.erode(inside, np.ones((3, 3), np.uint8))
+    skin = skin_patches(luma.shape, rig.lm)
     assert 0.69 < np.percentile(luma[inside > 0], 90) / np.percentile(luma[skin > 0], 90) < 0.94
 
 

@@ -4,8 +4,8 @@
 
 Per frame, on frames scaled as the judge scales them, with mediapipe's landmarks:
 - bright: the brightest tenth of the pixels between the inner lips (the 90th percentile of
-  luma: teeth where they show) over that of the face's skin patches (face_colours': cheeks,
-  nose, forehead, chin);
+  luma: teeth where they show) over that of the face's skin (mouth_interior.skin_patches:
+  cheeks, nose, forehead, chin);
 - middle: the middle of the mouth (its rows 30-70 % from the upper lip to the lower, columns
   25-75 % across; the median luma) over its own brightest tenth: teeth read near 1, a cavity
   between the rows of teeth lower.
@@ -25,13 +25,12 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.avatar import DEFAULT_AVATAR
-from engine.families.portrait.mouth_interior import LUMA, unwrap
+from engine.families.portrait.mouth_interior import LUMA, skin_patches, unwrap
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 from training.motion import judge
 from training.motion.real_faces import read_clip
 
 OPENINGS = ((0.06, 0.10), (0.10, 0.14), (0.14, 0.20))  # eye distances
-SKIN = (50, 280, 205, 425, 4, 195, 151, 9, 199, 200)  # face_colours' patches
 
 
 def brightness(rgb: np.ndarray, lm: np.ndarray) -> float:
@@ -41,10 +40,7 @@ def brightness(rgb: np.ndarray, lm: np.ndarray) -> float:
     inside = cv2.erode(parted, np.ones((2, 2), np.uint8))
     if inside.sum() < 12:
         return float("nan")
-    skin = np.zeros_like(inside)
-    radius = max(2, int(0.09 * float(np.linalg.norm(lm[291] - lm[61]))))
-    for i in SKIN:
-        cv2.circle(skin, tuple(int(v) for v in np.round(lm[i])), radius, 1, -1)
+    skin = skin_patches(inside.shape, lm)
     luma = rgb.astype(np.float32) @ LUMA
     return float(np.percentile(luma[inside > 0], 90) / np.percentile(luma[skin > 0], 90))
 

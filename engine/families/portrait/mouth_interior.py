@@ -84,18 +84,23 @@ def _teeth_weight(grids: np.ndarray) -> np.ndarray:
     return np.stack([cv2.GaussianBlur(cv2.dilate(w, np.ones((1, 5), np.uint8)), (3, 3), 0) for w in weight])
 
 
+def skin_patches(shape: tuple[int, ...], lm: np.ndarray) -> np.ndarray:
+    """A mask of small discs on the cheeks, nose, forehead and chin: skin, whatever the mouth does."""
+    skin = np.zeros(shape, np.uint8)
+    radius = max(2, int(0.09 * float(np.linalg.norm(lm[291] - lm[61]))))
+    for i in (50, 280, 205, 425, 4, 195, 151, 9, 199, 200):
+        cv2.circle(skin, tuple(int(v) for v in np.round(lm[i])), radius, 1, -1)
+    return skin
+
+
 def face_colours(image: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Median lip colour, median skin colour and the luma of the brighter skin."""
-    w = float(np.linalg.norm(lm[291] - lm[61]))
     lips: np.ndarray = np.zeros(image.shape[:2], np.uint8)
     for outer, inner in ((UPPER_OUTER, UPPER_INNER), (LOWER_OUTER, LOWER_INNER)):
         cv2.fillPoly(lips, [np.round(np.vstack([lm[outer], lm[inner][::-1]])).astype(np.int32)], 1)
     lips = cv2.erode(lips, np.ones((3, 3), np.uint8))
     lip = np.median(image[lips > 0], 0) if lips.sum() > 20 else np.array([150, 80, 80])
-    skin = np.zeros(image.shape[:2], np.uint8)
-    for i in (50, 280, 205, 425, 4, 195, 151, 9, 199, 200):  # cheeks, nose, forehead, chin
-        cv2.circle(skin, tuple(int(v) for v in np.round(lm[i])), max(2, int(0.09 * w)), 1, -1)
-    pixels = image[skin > 0].astype(np.float32)
+    pixels = image[skin_patches(image.shape[:2], lm) > 0].astype(np.float32)
     luma = pixels @ LUMA
     return lip.astype(np.float32), np.median(pixels, 0), float(np.percentile(luma, 95))
 
