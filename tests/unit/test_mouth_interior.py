@@ -9,9 +9,17 @@ import pytest
 
 from engine.core import motion
 from engine.families.portrait.avatar import ASSETS, Portrait, load_portrait
-from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, MouthBank, _chroma, face_colours, skin_patches
+from engine.families.portrait.mouth_interior import (
+    BANK,
+    BANK_SHAPE,
+    MouthBank,
+    _chroma,
+    between_lips,
+    face_colours,
+    skin_patches,
+)
 from engine.families.portrait.renderer import PortraitRenderer
-from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
+from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER, FaceRig
 
 pytestmark = pytest.mark.unit
 
@@ -25,15 +33,20 @@ def portrait() -> Portrait:
     return load_portrait(ASSETS / "closed-mouth.png")
 
 
-def _open_mouth(portrait: Portrait) -> dict:
-    """Luma of the frame at JAW, split into bands of the parted lips across the mouth's middle."""
+def _drawn(portrait: Portrait, jaw: float) -> tuple[FaceRig, np.ndarray, np.ndarray, np.ndarray]:
+    """The rig, the frame's luma at `jaw`, and where the renderer drew the inner lips."""
     renderer = PortraitRenderer(portrait)
     coeffs = motion.zeros(1)[0]
-    coeffs[motion.INDEX["jaw_open"]] = JAW
+    coeffs[motion.INDEX["jaw_open"]] = jaw
     luma = renderer.render(coeffs).astype(float) @ LUMA
     rig = renderer.rig
-    pts = rig.points + rig.displacement(rig.as_drawn(coeffs))  # where the renderer drew the lips
-    up, low = pts[[rig.index[i] for i in UPPER_INNER]], pts[[rig.index[i] for i in LOWER_INNER]]
+    pts = rig.points + rig.displacement(rig.as_drawn(coeffs))
+    return rig, luma, pts[[rig.index[i] for i in UPPER_INNER]], pts[[rig.index[i] for i in LOWER_INNER]]
+
+
+def _open_mouth(portrait: Portrait) -> dict:
+    """Luma of the frame at JAW, split into bands of the parted lips across the mouth's middle."""
+    rig, luma, up, low = _drawn(portrait, JAW)
     cx, w = rig.frame.mouth_center[0], rig.frame.mouth_width
     xs = np.arange(int(cx - 0.25 * w), int(cx + 0.25 * w) + 1)
     top, bottom = np.interp(xs, up[:, 0], up[:, 1]), np.interp(xs, low[:, 0], low[:, 1])
@@ -45,8 +58,7 @@ def _open_mouth(portrait: Portrait) -> dict:
 
     face = np.zeros(luma.shape, np.uint8)
     cv2.fillConvexPoly(face, cv2.convexHull(rig.lm.astype(np.int32)), 1)
-    mouth = np.zeros(luma.shape, np.uint8)
-    cv2.fillPoly(mouth, [np.round(np.vstack([up, low[::-1]])).astype(np.int32)], 1)
+    mouth = between_lips(luma.shape, up, low)
     skin = (face > 0) & (cv2.dilate(mouth, np.ones((5, 5), np.uint8)) == 0)
     return {
         "teeth": band(0.08, 0.3),
@@ -97,14 +109,8 @@ def test_teeth_at_speech_openings_are_as_bright_against_the_face_as_real_peoples
     """The brightest tenth between the lips over that of the cheeks, nose, forehead and chin
     (skin_patches): real people at the same openings read 0.69-0.94 (medians per
     speaker and opening; GRID's studio the lowest). GRID s1's own teeth, unlifted: 0.64, 0.70."""
-    renderer = PortraitRenderer(portrait)
-    rig, coeffs = renderer.rig, motion.zeros(1)[0]
-    coeffs[motion.INDEX["jaw_open"]] = jaw
-    luma = renderer.render(coeffs).astype(float) @ LUMA
-    pts = rig.points + rig.displacement(rig.as_drawn(coeffs))
-    inside = np.zeros(luma.shape, np.uint8)
-    cv2.fillPoly(inside, [np.round(pts[[rig.index[i] for i in UPPER_INNER + LOWER_INNER[::-1]]]).astype(np.int32)], 1)
-    inside = cv2.erode(inside, np.ones((3, 3), np.uint8))
+    rig, luma, up, low = _drawn(portrait, jaw)
+    inside = cv2.erode(between_lips(luma.shape, up, low), np.ones((3, 3), np.uint8))
     skin = skin_patches(luma.shape, rig.lm)
     assert 0.69 < np.percentile(luma[inside > 0], 90) / np.percentile(luma[skin > 0], 90) < 0.94
 

@@ -1,10 +1,10 @@
 """The open mouth's light against the face's (training/portrait/mouth_light.py)."""
 
-import cv2
 import numpy as np
 import pytest
 
 from engine.families.portrait.avatar import DEFAULT_AVATAR, load_portrait
+from engine.families.portrait.mouth_interior import between_lips
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 from training.portrait.mouth_light import brightness, by_opening, middle
 
@@ -14,8 +14,7 @@ pytestmark = pytest.mark.unit
 def test_the_brightest_tenth_inside_the_lips_is_read_against_the_skin_and_the_middle_against_it():
     lm = load_portrait(DEFAULT_AVATAR).landmarks.copy()
     lm[LOWER_INNER] += [0, 12]  # parted lips
-    mouth = np.zeros((512, 512), np.uint8)
-    cv2.fillPoly(mouth, [np.round(np.vstack([lm[UPPER_INNER], lm[LOWER_INNER][::-1]])).astype(np.int32)], 1)
+    mouth = between_lips((512, 512), lm[UPPER_INNER], lm[LOWER_INNER])
     rows = np.flatnonzero(mouth.any(1))
     image = np.full((512, 512, 3), 200, np.uint8)  # the skin
     image[mouth > 0] = 40  # a dark cavity ...

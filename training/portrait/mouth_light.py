@@ -25,8 +25,9 @@ import cv2
 import numpy as np
 
 from engine.families.portrait.avatar import DEFAULT_AVATAR
-from engine.families.portrait.mouth_interior import LUMA, skin_patches, unwrap
+from engine.families.portrait.mouth_interior import LUMA, between_lips, skin_patches, unwrap
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
+from engine.families.video.tracking import track_landmarks
 from training.motion import judge
 from training.motion.real_faces import read_clip
 
@@ -35,9 +36,7 @@ OPENINGS = ((0.06, 0.10), (0.10, 0.14), (0.14, 0.20))  # eye distances
 
 def brightness(rgb: np.ndarray, lm: np.ndarray) -> float:
     """The brightest tenth between the inner lips over the skin's (NaN when barely parted)."""
-    parted = np.zeros(rgb.shape[:2], np.uint8)
-    cv2.fillPoly(parted, [np.round(np.vstack([lm[UPPER_INNER], lm[LOWER_INNER][::-1]])).astype(np.int32)], 1)
-    inside = cv2.erode(parted, np.ones((2, 2), np.uint8))
+    inside = cv2.erode(between_lips(rgb.shape[:2], lm[UPPER_INNER], lm[LOWER_INNER]), np.ones((2, 2), np.uint8))
     if inside.sum() < 12:
         return float("nan")
     skin = skin_patches(inside.shape, lm)
@@ -53,14 +52,11 @@ def middle(rgb: np.ndarray, lm: np.ndarray) -> float:
     return float(np.median(centre) / max(np.percentile(luma, 90), 1.0))
 
 
-def measures(frames: list[np.ndarray], lm: np.ndarray, opening: np.ndarray) -> dict[str, list[dict]]:
-    """Both measures over a clip's frames, by opening."""
-    seen = [i for i in range(len(frames)) if np.isfinite(lm[i]).all()]
+def measured(frames: list[np.ndarray], lm: np.ndarray) -> dict[str, np.ndarray]:
+    """Both measures per frame (NaN where no face was found)."""
     out = {}
     for name, measure in (("bright", brightness), ("middle", middle)):
-        values = np.full(len(frames), np.nan)
-        values[seen] = [measure(frames[i], lm[i]) for i in seen]
-        out[name] = by_opening(opening, values)
+        out[name] = np.array([measure(f, p) if np.isfinite(p).all() else np.nan for f, p in zip(frames, lm)])
     return out
 
 
@@ -73,18 +69,21 @@ def by_opening(opening: np.ndarray, values: np.ndarray) -> list[dict]:
     return rows
 
 
+def summary(opening: np.ndarray, values: dict[str, np.ndarray]) -> dict[str, list[dict]]:
+    return {name: by_opening(opening, v) for name, v in values.items()}
+
+
 def real_people(cache: Path) -> dict[str, dict]:
-    """Per held-out speaker, all their clips' frames together."""
-    frames: dict[str, list[np.ndarray]] = {}
-    lms: dict[str, list[np.ndarray]] = {}
+    """Per held-out speaker, all their clips' frames together (measured clip by clip)."""
     openings: dict[str, list[np.ndarray]] = {}
+    values: dict[str, list[dict[str, np.ndarray]]] = {}
     for clip in judge.held_out():
-        measured = judge.real_measures(clip, cache)
-        n = len(measured["landmarks"])
-        frames.setdefault(clip.speaker, []).extend(judge.scaled(f) for f in read_clip(clip.path)[0][:n])
-        lms.setdefault(clip.speaker, []).append(measured["landmarks"])
-        openings.setdefault(clip.speaker, []).append(measured["opening"])
-    return {s: measures(frames[s], np.concatenate(lms[s]), np.concatenate(openings[s])) for s in frames}
+        real = judge.real_measures(clip, cache)
+        frames = [judge.scaled(f) for f in read_clip(clip.path)[0][: len(real["landmarks"])]]
+        openings.setdefault(clip.speaker, []).append(real["opening"])
+        values.setdefault(clip.speaker, []).append(measured(frames, real["landmarks"]))
+    return {s: summary(np.concatenate(openings[s]), {k: np.concatenate([v[k] for v in values[s]])
+                                                     for k in values[s][0]}) for s in openings}
 
 
 def ours() -> dict[str, dict]:
@@ -97,8 +96,8 @@ def ours() -> dict[str, dict]:
     for portrait in (DEFAULT_AVATAR, CLOSED_MOUTH):
         frames = [judge.scaled(cv2.cvtColor(cv2.cvtColor(f, cv2.COLOR_RGB2YUV_I420), cv2.COLOR_YUV2RGB_I420))
                   for f in MouthMeter(portrait).frames(track)]
-        lm = judge.landmarks(frames)
-        out[portrait.stem] = measures(frames, lm, judge.mouth_measures(lm)["opening"])
+        lm = track_landmarks(frames)  # already at the judge's scale
+        out[portrait.stem] = summary(judge.mouth_measures(lm)["opening"], measured(frames, lm))
     return out
 
 

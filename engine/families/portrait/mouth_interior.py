@@ -84,6 +84,13 @@ def _teeth_weight(grids: np.ndarray) -> np.ndarray:
     return np.stack([cv2.GaussianBlur(cv2.dilate(w, np.ones((1, 5), np.uint8)), (3, 3), 0) for w in weight])
 
 
+def between_lips(shape: tuple[int, ...], upper: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """A mask (1 inside) of what lies between the inner lips (their points, corner to corner)."""
+    mask = np.zeros(shape, np.uint8)
+    cv2.fillPoly(mask, [np.round(np.vstack([upper, lower[::-1]])).astype(np.int32)], 1)
+    return mask
+
+
 def skin_patches(shape: tuple[int, ...], lm: np.ndarray) -> np.ndarray:
     """A mask of small discs on the cheeks, nose, forehead and chin: skin, whatever the mouth does."""
     skin = np.zeros(shape, np.uint8)
@@ -158,9 +165,7 @@ def build_atlas(rig: FaceRig, image: np.ndarray, box: Box) -> MouthAtlas:
     x0, y0, x1, y1 = box
     up, low = rig.lm[UPPER_INNER], rig.lm[LOWER_INNER]
     lip, skin, bright = face_colours(image, rig.lm)
-    poly = np.vstack([up, low[::-1]]) - (x0, y0)
-    mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
-    cv2.fillPoly(mask, [np.round(poly).astype(np.int32)], 1)
+    mask = between_lips((y1 - y0, x1 - x0), up - (x0, y0), low - (x0, y0))
     crop = image[y0:y1, x0:x1].astype(np.float32)
     own, teeth = None, None
     if mask.sum() > 0.02 * rig.frame.mouth_width**2 and crop[mask > 0].mean() > 110:  # shows its teeth
