@@ -8,7 +8,9 @@ from engine.families.motion.mel_features import DIM as MEL_DIM
 from engine.families.motion.mel_features import MelFeatureModule
 from engine.families.motion.speech_features import (
     DIM,
+    WINDOW,
     SpeechFeatureModule,
+    encode,
     feature_module,
     silence,
     stream_rows,
@@ -42,6 +44,22 @@ def test_silence_gives_the_silent_row_and_speech_does_not(jfk_pcm48):
     speech = stream_rows(module, jfk_pcm48, 100)
     away = lambda rows: np.abs(rows[:, MEL_DIM:] - silence(DIM)[MEL_DIM:]).mean(1)  # noqa: E731
     assert away(speech)[50:].min() > 3 * away(quiet).max()
+
+
+def test_silent_windows_take_the_encoders_own_rows_for_silence_in_their_place(jfk_pcm48):
+    """Windows of digital silence skip the encoder (an idle session's every step): their rows
+    must be what the encoder says for silence, and the windows heard around them keep theirs."""
+    from engine.families.motion.mel_features import decimate
+
+    speech = decimate(jfk_pcm48[: 6 * WINDOW])[: 2 * WINDOW].astype(np.float32).reshape(2, WINDOW)
+    batch = np.stack([speech[0], np.zeros(WINDOW, np.float32), speech[1]])
+    rows = encode(batch)
+    np.testing.assert_array_equal(rows[0], encode(speech[:1])[0])
+    np.testing.assert_array_equal(rows[2], encode(speech[1:])[0])
+    barely = np.zeros((1, WINDOW), np.float32)
+    barely[0, -1] = 1e-6  # not digital silence: the encoder runs on it
+    np.testing.assert_allclose(rows[1], encode(barely)[0], atol=1e-4)
+    assert np.abs(rows[1] - rows[0]).mean() > 0.1
 
 
 def test_the_state_stays_the_same_size_over_a_minute(jfk_pcm48):
