@@ -5,7 +5,7 @@ import pytest
 
 from engine.config import SAMPLES_PER_FRAME
 from engine.families.motion.mel_features import DIM as MEL_DIM
-from engine.families.motion.mel_features import MelFeatureModule
+from engine.families.motion.mel_features import MelFeatureModule, decimate
 from engine.families.motion.speech_features import (
     DIM,
     WINDOW,
@@ -49,8 +49,6 @@ def test_silence_gives_the_silent_row_and_speech_does_not(jfk_pcm48):
 def test_silent_windows_take_the_encoders_own_rows_for_silence_in_their_place(jfk_pcm48):
     """Windows of digital silence skip the encoder (an idle session's every step): their rows
     must be what the encoder says for silence, and the windows heard around them keep theirs."""
-    from engine.families.motion.mel_features import decimate
-
     speech = decimate(jfk_pcm48[: 6 * WINDOW])[: 2 * WINDOW].astype(np.float32).reshape(2, WINDOW)
     batch = np.stack([speech[0], np.zeros(WINDOW, np.float32), speech[1]])
     rows = encode(batch)

@@ -61,8 +61,8 @@ def encode(windows: np.ndarray) -> np.ndarray:
     """(B, WINDOW) 16 kHz float windows -> (B, STEP, ENCODER_DIM): the rows of each window's last STEP frames.
 
     A window of digital silence (an idle session's second of zeros, a clip's padding) always
-    gives the same rows, so those come from one cached call: an idle session then costs the
-    encoder nothing, where it was the most of its features' 3 ms a frame."""
+    gives the same rows, so those come from one cached call: an idle session's features then
+    cost almost nothing (the encoder is most of their 3 ms a frame while speech is heard)."""
     heard = windows.any(axis=1)
     out = np.empty((len(windows), STEP, ENCODER_DIM), np.float32)
     out[~heard] = _silent_rows()
