@@ -198,12 +198,14 @@ def composite(
     if sx1 <= sx0 or sy1 <= sy0:
         return
     _seam(frame, rig, atlas, up, low)
+    xs = np.arange(x0 + sx0, x0 + sx1, dtype=np.float32)
+    top, bottom = _curve(up, xs), _curve(low, xs)
+    if not (bottom > top).any():  # shut: nothing shows between the lips (idle, and most speech frames)
+        return
     mask = np.zeros((sy1 - sy0, sx1 - sx0), np.uint8)
     cv2.fillPoly(mask, [np.round((poly - (sx0, sy0)) * 4).astype(np.int32)], 255, cv2.LINE_AA, shift=2)
     if not mask.any():
         return
-    xs = np.arange(x0 + sx0, x0 + sx1, dtype=np.float32)
-    top, bottom = _curve(up, xs), _curve(low, xs)
     ys = np.arange(y0 + sy0, y0 + sy1, dtype=np.float32)[:, None]
     interior = _real_mouth(rig, atlas, xs, ys, top, bottom, up, low)
     if atlas.own_teeth is not None:
