@@ -76,14 +76,15 @@ def summary(opening: np.ndarray, values: dict[str, np.ndarray]) -> dict[str, lis
 def real_people(cache: Path) -> dict[str, dict]:
     """Per held-out speaker, all their clips' frames together (measured clip by clip)."""
     openings: dict[str, list[np.ndarray]] = {}
-    values: dict[str, list[dict[str, np.ndarray]]] = {}
+    values: dict[str, dict[str, list[np.ndarray]]] = {}
     for clip in judge.held_out():
         real = judge.real_measures(clip, cache)
         frames = [judge.scaled(f) for f in read_clip(clip.path)[0][: len(real["landmarks"])]]
         openings.setdefault(clip.speaker, []).append(real["opening"])
-        values.setdefault(clip.speaker, []).append(measured(frames, real["landmarks"]))
-    return {s: summary(np.concatenate(openings[s]), {k: np.concatenate([v[k] for v in values[s]])
-                                                     for k in values[s][0]}) for s in openings}
+        for name, v in measured(frames, real["landmarks"]).items():
+            values.setdefault(clip.speaker, {}).setdefault(name, []).append(v)
+    return {s: summary(np.concatenate(openings[s]), {k: np.concatenate(v) for k, v in values[s].items()})
+            for s in openings}
 
 
 def ours() -> dict[str, dict]:

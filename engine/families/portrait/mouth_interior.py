@@ -200,7 +200,10 @@ def composite(
     _seam(frame, rig, atlas, up, low)
     xs = np.arange(x0 + sx0, x0 + sx1, dtype=np.float32)
     top, bottom = _curve(up, xs), _curve(low, xs)
-    if not (bottom > top).any():  # shut: nothing shows between the lips (idle, and most speech frames)
+    # shut lips overlap (the closure pulls them past each other): nothing shows between them,
+    # so idle frames and most speech frames end here
+    parted = np.clip(bottom - top, 0, 1)[None, :]
+    if not parted.any():
         return
     mask = np.zeros((sy1 - sy0, sx1 - sx0), np.uint8)
     cv2.fillPoly(mask, [np.round((poly - (sx0, sy0)) * 4).astype(np.int32)], 255, cv2.LINE_AA, shift=2)
@@ -211,8 +214,6 @@ def composite(
     if atlas.own_teeth is not None:
         teeth = _own_teeth(atlas.own_teeth, (sx0, sy0, sx1, sy1), ys < (top + bottom) / 2, jaw)
         interior += (teeth[..., :3] - interior) * teeth[..., 3:4]
-    # shut lips overlap (the closure pulls them past each other): nothing shows between them
-    parted = np.clip(bottom - top, 0, 1)[None, :]
     m = (mask.astype(np.float32) / 255 * parted)[..., None]
     target = frame[y0 + sy0:y0 + sy1, x0 + sx0:x0 + sx1]
     target[:] = (target.astype(np.float32) * (1 - m) + interior * m).astype(np.uint8)
