@@ -11,8 +11,8 @@ Per frame, on frames scaled as the judge scales them, with mediapipe's landmarks
   between the rows of teeth lower.
 Medians by opening (inner-lip gap over the eye distance, as the judge measures it), for each
 held-out speaker (the judge's cached landmarks; run the judge once first) and for the default
-and the closed-lip portrait saying the contact sheet's sentence, their frames through I420 as a
-viewer gets them. Prints JSON.
+and the closed-lip portrait saying the contact sheet's sentence (or --audio, a recording: the
+same track every run), their frames through I420 as a viewer gets them. Prints JSON.
 """
 
 from __future__ import annotations
@@ -87,12 +87,15 @@ def real_people(cache: Path) -> dict[str, dict]:
             for s in openings}
 
 
-def ours() -> dict[str, dict]:
-    from engine.batch.render import _text_audio
+def ours(audio: Path | None = None) -> dict[str, dict]:
+    """Both portraits saying `audio` (a recording), else the contact sheet's sentence (piper
+    samples its own noise, so that track, and the bands with few frames, move between runs)."""
+    from engine.batch.render import _text_audio, audio_stream
     from training.motion.evaluate import run_motion
     from training.motion.real_eval import CLOSED_MOUTH, SHEET_TEXT, MouthMeter
 
-    track = run_motion("dit", np.concatenate(list(_text_audio(SHEET_TEXT)[0])))[0]
+    blocks = audio_stream(audio)[0] if audio else _text_audio(SHEET_TEXT)[0]
+    track = run_motion("dit", np.concatenate(list(blocks)))[0]
     out = {}
     for portrait in (DEFAULT_AVATAR, CLOSED_MOUTH):
         frames = [judge.scaled(cv2.cvtColor(cv2.cvtColor(f, cv2.COLOR_RGB2YUV_I420), cv2.COLOR_YUV2RGB_I420))
@@ -105,8 +108,9 @@ def ours() -> dict[str, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path(".cache/judge"), help="the judge's cache")
+    parser.add_argument("--audio", type=Path, default=None, help="our portraits say this recording")
     args = parser.parse_args()
-    print(json.dumps({"real": real_people(args.cache), "ours": ours()}, indent=1))
+    print(json.dumps({"real": real_people(args.cache), "ours": ours(args.audio)}, indent=1))
 
 
 if __name__ == "__main__":
