@@ -21,8 +21,7 @@ def _teeth(cavity_rows: int) -> np.ndarray:
 
 
 def _frame(rung: int, score: float, cavity_rows: int, skin: np.ndarray = STUDIO) -> Candidate:
-    grid = _teeth(cavity_rows)
-    return Candidate(rung, OPENINGS[rung], grid, score, parted(grid), (skin, skin, 200.0), f"grid-s1/x.mp4#{score}")
+    return Candidate(rung, OPENINGS[rung], _teeth(cavity_rows), score, (skin, skin, 200.0), f"grid-s1/x.mp4#{score}")
 
 
 def test_teeth_together_read_shut_and_a_dark_band_between_them_reads_apart():

@@ -13,8 +13,8 @@ from engine.families.portrait.mouth_interior import (
     BANK,
     BANK_SHAPE,
     MouthBank,
-    _chroma,
     between_lips,
+    chroma,
     face_colours,
     skin_patches,
 )
@@ -148,7 +148,7 @@ def test_the_bank_script_builds_a_bank_the_renderer_uses(tmp_path, portrait):
 
 def _chroma_at(bank: MouthBank, where: np.ndarray) -> np.ndarray:
     """Mean colour over luma of the bank's pixels `where`, every rung together."""
-    return _chroma(bank.grids[where].mean(0))
+    return chroma(bank.grids[where].mean(0))
 
 
 def test_teeth_take_the_colour_of_teeth_not_of_skin():
@@ -163,8 +163,8 @@ def test_teeth_take_the_colour_of_teeth_not_of_skin():
     own = np.array([235.0, 225.0, 200.0])
     for skin in (tanned, rosy):
         shown = _chroma_at(MouthBank.load(skin, 180.0, teeth=own), teeth)
-        assert np.abs(shown - _chroma(own)).max() < 0.03
-    skin_apart = np.abs(_chroma(tanned) - _chroma(rosy)).max()
+        assert np.abs(shown - chroma(own)).max() < 0.03
+    skin_apart = np.abs(chroma(tanned) - chroma(rosy)).max()
     on_tanned, on_rosy = MouthBank.load(tanned, 180.0), MouthBank.load(rosy, 180.0)
     apart = lambda where: np.abs(_chroma_at(on_tanned, where) - _chroma_at(on_rosy, where)).max()  # noqa: E731
     assert apart(teeth) < 0.4 * skin_apart  # 0.33; with the skin's cast on them (CAST, before): 0.54

@@ -26,7 +26,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, LUMA, face_colours, opening_of, unwrap
+from engine.families.portrait.mouth_interior import BANK, BANK_SHAPE, LUMA, chroma, face_colours, opening_of, unwrap
 from engine.families.portrait.rig import LOWER_INNER, UPPER_INNER
 from engine.families.video.tracking import track_landmarks
 from training.motion.real_faces import REAL_TALKING, read_clip
@@ -65,7 +65,6 @@ class Candidate:
     opening: float
     grid: np.ndarray
     score: float  # sharpness, less for an asymmetric mouth
-    parted: float
     colours: tuple[np.ndarray, np.ndarray, float]
     source: str
 
@@ -91,8 +90,8 @@ def candidates(paths: list[Path], log=print) -> list[Candidate]:
             if abs(OPENINGS[rung] - opening) > BIN or tilt > 0.06 or asym > 0.06:
                 continue
             grid = unwrap(rgb, lm[UPPER_INNER], lm[LOWER_INNER])
-            out.append(Candidate(rung, opening, grid, sharpness(grid) * (1 - 5 * asym), parted(grid),
-                                 face_colours(rgb, lm), f"grid-s1/{path.stem}.mp4#{i}"))
+            out.append(Candidate(rung, opening, grid, sharpness(grid) * (1 - 5 * asym), face_colours(rgb, lm),
+                                 f"grid-s1/{path.stem}.mp4#{i}"))
         if n % 20 == 0:
             log(f"{n + 1}/{len(paths)} clips, {len(out)} frames near an opening")
     return out
@@ -103,13 +102,13 @@ def pick(found: list[Candidate]) -> list[Candidate]:
     PARTED_FROM up, the sharpest of those whose teeth are apart, where there are any."""
     if not found:
         return []
-    skin = np.stack([c.colours[1] / max(float(c.colours[1] @ LUMA), 1.0) for c in found])
+    skin = chroma(np.stack([c.colours[1] for c in found]))
     usual = np.abs(skin - np.median(skin, 0)).max(1) <= TINT
     picks = []
     for rung, opening in enumerate(OPENINGS):
         mine = [c for c, ok in zip(found, usual) if ok and c.rung == rung] or [c for c in found if c.rung == rung]
         if opening >= PARTED_FROM:
-            mine = [c for c in mine if c.parted >= PARTED] or mine
+            mine = [c for c in mine if parted(c.grid) >= PARTED] or mine
         if mine:
             picks.append(max(mine, key=lambda c: c.score))
     return picks

@@ -70,7 +70,7 @@ def opening_of(upper: np.ndarray, lower: np.ndarray, width: float) -> float:
     return float(np.linalg.norm(lower[CENTRE] - upper[CENTRE])) / width
 
 
-def _chroma(rgb: np.ndarray) -> np.ndarray:
+def chroma(rgb: np.ndarray) -> np.ndarray:
     """Colour over luma, per pixel or per row of colours."""
     return rgb / np.maximum(np.asarray(rgb @ LUMA), 1.0)[..., None]
 
@@ -130,12 +130,12 @@ class MouthBank:
             openings, grids, bank_skin, bank_bright = f["openings"], f["grids"], f["skin"], f["bright"]
         grids = grids.astype(np.float32)
         exposure = (bright / bank_bright)[:, None]
-        gain = exposure * (_chroma(skin) / _chroma(bank_skin)) ** CAST
+        gain = exposure * (chroma(skin) / chroma(bank_skin)) ** CAST
         if teeth is None:
-            teeth = TEETH * _chroma(skin) ** TEETH_CAST
+            teeth = TEETH * chroma(skin) ** TEETH_CAST
         # a tooth keeps the bank's light and shade (its luma) in the teeth's own colour
         w = _teeth_weight(grids)[..., None]
-        tooth = (grids @ LUMA)[..., None] * exposure[:, None, None, :] * _chroma(teeth) * TEETH_LIFT
+        tooth = (grids @ LUMA)[..., None] * exposure[:, None, None, :] * chroma(teeth) * TEETH_LIFT
         relit = grids * gain[:, None, None, :] * (1 - w) + tooth * w
         return cls(openings.astype(np.float32), np.clip(relit, 0, 255))
 
