@@ -7,10 +7,11 @@ of N(k). Only I(k-1)'s interior is kept (schedule.interior), so a chunk's frames
 final as soon as both are done and the loop adds no latency beyond one chunk.
 
 Each published frame's jaw is then scaled by its emphasis (emphasis.py): how loud the frame
-is against this voice's recent loud speech.
+is against this voice's recent loud speech; and by the voice's liveliness (liveliness.py):
+how far its pitch moves, which sets how wide this speaker opens overall.
 
 RollingState: the window of the last frames' motion and features, the chunk counter,
-the noise generator and the emphasis envelope; nothing grows with the session.
+the noise generator, the emphasis envelope and the liveliness pitch ring; nothing grows with the session.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from engine.core.stage import AudioFeatures, MotionChunk, Stage
 from engine.families.motion.dit import MotionDiT
 from engine.families.motion.emphasis import SILENT_DB, Emphasis, EmphasisConfig, frame_levels
 from engine.families.motion.lip_closure import LipClosure
+from engine.families.motion.liveliness import Liveliness, LivelinessConfig, LivelinessState
 from engine.families.motion.sigmas import flow_sigmas
 from engine.families.motion.speech_features import silence
 
@@ -53,6 +55,8 @@ class SamplerConfig:
     spread 0.94x, peaks 1.13x (docs/motion.md)."""
     emphasis: EmphasisConfig = EmphasisConfig()
     """How far the jaw follows the voice's stress, on top of jaw_gain."""
+    liveliness: LivelinessConfig = LivelinessConfig()
+    """How far the voice's pitch range widens or narrows the whole opening, on top of both."""
     closure_gate: tuple[float, float] = (0.5, 0.7)
     """LipClosure probabilities between which the published jaw goes from the model's own
     opening to shut (linearly): below the first the detector is ignored, above the second
@@ -76,6 +80,7 @@ class MotionState:
     k: np.ndarray  # the next N chunk's index
     levels: np.ndarray  # (window,) dBFS of the frames whose audio rows are in `features`
     envelope: np.ndarray  # (1,) the voice's recent loud level, dB (emphasis.py)
+    liveliness: LivelinessState  # its pitch range (liveliness.py)
 
 class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
     name = "motion"
@@ -90,6 +95,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
             raise ValueError("the closure detector must hear as far ahead as the motion model, inside its window")
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
         self.jaw_gain, self.emphasis, self.lookahead = sampler.jaw_gain, Emphasis(sampler.emphasis), c.lookahead
+        self.liveliness = Liveliness(sampler.liveliness)
         self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[motion.MOUTH_INDEX] = sampler.mouth_temperature
@@ -105,7 +111,8 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
                            motion=motion.zeros(window),  # a neutral face ...
                            features=np.tile(self.silence, (window, 1)),  # ... over silence
                            k=np.zeros(1, np.int64),
-                           levels=np.full(window, SILENT_DB), envelope=np.full(1, self.emphasis.config.floor_db))
+                           levels=np.full(window, SILENT_DB), envelope=np.full(1, self.emphasis.config.floor_db),
+                           liveliness=self.liveliness.new_state())
 
     def run(self, data: AudioFeatures, state: MotionState) -> MotionChunk:
         if len(data.features) % self.chunk:
@@ -120,7 +127,8 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
             gain.append(self.emphasis.gains(self.own_levels(state.levels), state.envelope))
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
         jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
-        scale = self.jaw_gain * np.concatenate(gain)
+        lively = self.liveliness.gains(data.chunk.pcm, len(coeffs), state.liveliness)
+        scale = self.jaw_gain * np.concatenate(gain) * lively
         jaw = np.minimum(np.where(jaw > motion.SHUT, motion.SHUT + (jaw - motion.SHUT) * scale, jaw), self.high[JAW])
         coeffs[:, JAW] = jaw
         open_ = 1 - np.concatenate(shut)[:, None]  # the lips meet: no opening, raise or drop is left
