@@ -26,7 +26,8 @@ from scipy.special import ndtri
 
 from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
 
-DECIMATE = 3  # 48 kHz -> 16 kHz: the band below 1 kHz is all YIN needs
+DECIMATE = 3  # 48 kHz -> 16 kHz: the band below 1 kHz is all YIN needs (a frame's 1920
+# samples are a whole number of steps, so every chunk starts in step)
 RATE = SAMPLE_RATE // DECIMATE
 HOP = RATE // 100  # a pitch every 10 ms
 WINDOW = 480  # 30 ms: two periods of a 70 Hz voice
@@ -109,7 +110,7 @@ class Liveliness:
     def gains(self, pcm: np.ndarray, frames: int, state: LivelinessState) -> np.ndarray:
         """One gain per video frame of `pcm` (48 kHz int16, `frames` frames), each from the voice
         heard up to that frame's end."""
-        if self.config.power == 0:
+        if self.config.power == 0 or frames == 0:
             return np.ones(frames, np.float32)
         band, state.filter[:] = ss.sosfilt(SOS, pcm[: frames * SAMPLES_PER_FRAME] / 32768.0, zi=state.filter)
         sound = np.concatenate([state.sound, band[::DECIMATE].astype(np.float32)])
