@@ -11,7 +11,8 @@ is against this voice's recent loud speech; and by the voice's liveliness (livel
 how far its pitch moves, which sets how wide this speaker opens overall.
 
 RollingState: the window of the last frames' motion and features, the chunk counter,
-the noise generator, the emphasis envelope and the liveliness pitch ring; nothing grows with the session.
+the noise generator, the emphasis envelope and the liveliness pitch ring; nothing grows
+with the session.
 """
 
 from __future__ import annotations
