@@ -22,29 +22,12 @@ import scipy.signal as ss
 
 from engine.config import SAMPLES_PER_FRAME
 from engine.families.motion.emphasis import frame_db
+from engine.families.motion.liveliness import Liveliness, spread
 
 from .judge import held_out, real_measures
 
 RATE = 16_000
 FRAME_S = 0.04
-
-
-def f0_track(x: np.ndarray, hop: int = 160, win: int = 400, lo: float = 70, hi: float = 400) -> np.ndarray:
-    """Pitch (Hz, NaN where unvoiced) every 10 ms of 16 kHz audio: YIN's cumulative-mean-normalised
-    difference, its lowest dip between 2.5 and 14 ms when under 0.25, in frames within 35 dB of
-    the loudest."""
-    lags, first = np.arange(1, int(RATE / lo)), int(RATE / hi) - 1
-    starts = np.arange(0, len(x) - win - lags[-1], hop)
-    level = np.array([10 * np.log10(np.mean(x[s : s + win] ** 2) + 1e-12) for s in starts])
-    f0 = np.full(len(starts), np.nan)
-    for i in np.flatnonzero(level > level.max() - 35):
-        w = x[starts[i] : starts[i] + win + lags[-1]]
-        diff = np.array([np.sum((w[:win] - w[t : t + win]) ** 2) for t in lags])
-        cmnd = diff * lags / np.maximum(np.cumsum(diff), 1e-12)
-        dip = first + int(np.argmin(cmnd[first:]))
-        if cmnd[dip] < 0.25:
-            f0[i] = RATE / lags[dip]
-    return f0
 
 
 def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
@@ -58,8 +41,8 @@ def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
     band = lambda lo, hi: power[(f >= lo) & (f < hi)].sum(0) + 1e-12  # noqa: E731
     centroid = (f[:, None] * power).sum(0) / (power.sum(0) + 1e-12)
     syllables = len(ss.find_peaks(rms, prominence=6)[0])
-    pitch = f0_track(x)  # YIN and its level gate are relative: no normalising needed
-    semitones = 12 * np.log2(pitch[np.isfinite(pitch)] / np.nanmedian(pitch))
+    lively = Liveliness()  # the engine's own pitch tracker and range (liveliness.py)
+    pitch = lively.hear(pcm48, lively.new_state())
     return {
         "level_db": float(np.percentile(rms, 95)),
         "level_range_db": float(np.percentile(rms[voiced], 95) - np.percentile(rms[voiced], 20)),
@@ -68,7 +51,7 @@ def voice_measures(pcm48: np.ndarray) -> dict[str, float]:
         "tilt_db": float(np.median(10 * np.log10(band(1000, 4000) / band(100, 1000))[speech])),
         "syllables_per_s": syllables / (voiced.sum() * FRAME_S + 1e-6),
         "level_change_db": float(np.std(np.diff(rms[voiced]))),
-        "f0_range_st": float(np.percentile(semitones, 90) - np.percentile(semitones, 10)),
+        "f0_range_st": spread(12 * np.log2(pitch[np.isfinite(pitch)] / 100), np.empty(0)),
     }
 
 

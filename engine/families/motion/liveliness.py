@@ -5,9 +5,9 @@ judge's held-out clips: 95th-percentile openings of 0.054-0.252 eye distances), 
 motion model, which learnt its size from one speaker, opens about one amount for every
 voice. The cue in the voice that follows the real peaks best is the pitch range: a varied,
 lively intonation comes with a wide mouth and a flat, calm one with a small mouth (this
-tracker over whole clips: 0.37 across the 24 held-out clips, 0.46 within the ten GRID
-samples of one room, 0.61 within Obama's seven, -0.30 within CREMA-D's six, whose noisy
-sound it finds voiced in few frames; docs/motion.md, "Liveliness"). It is a ratio of
+tracker over whole clips: 0.36 across the 24 held-out clips, 0.46 within the ten GRID
+samples of one room, 0.66 within Obama's seven, -0.31 within CREMA-D's six, whose noisy
+sound it finds voiced in few frames; training/motion/peak_probe.py). It is a ratio of
 frequencies, so the microphone's level does not move it.
 
 The range is the spread (10th to 90th percentile, semitones) of the pitch of the last
@@ -94,6 +94,17 @@ def pitch(windows: np.ndarray) -> np.ndarray:
     return np.where(voiced, RATE / lags[dip], np.nan)
 
 
+def spread(semitones: np.ndarray, prior: np.ndarray) -> float:
+    """The 10th-90th percentile range (semitones) of voiced pitches around their median, with
+    `prior` (offsets from the median) among them; a pitch an octave off is folded back."""
+    centre = float(np.median(semitones)) if len(semitones) else 0.0
+    off = semitones - centre
+    # an octave off the voice's middle is a creak or YIN's double period, not intonation
+    off = np.where(np.abs(off) > OCTAVE_SLIP, off - 12 * np.sign(off), off)
+    low, high = np.percentile(np.concatenate([off, prior]), (10, 90))
+    return float(high - low)
+
+
 class Liveliness:
     """Per-frame jaw gains from a voice's pitch range; the state is the caller's."""
 
@@ -114,17 +125,23 @@ class Liveliness:
         heard up to that frame's end."""
         if self.config.power == 0 or frames == 0:
             return np.ones(frames, np.float32)
-        band, state.filter[:] = ss.sosfilt(SOS, pcm[: frames * SAMPLES_PER_FRAME] / 32768.0, zi=state.filter)
-        sound = np.concatenate([state.sound, band[::DECIMATE].astype(np.float32)])
-        state.sound[:] = sound[-SPAN:]
-        ends = SPAN + HOP * np.arange(1, (len(sound) - SPAN) // HOP + 1)
-        pitches = pitch(sound[ends[:, None] - SPAN + np.arange(SPAN)].astype(np.float64))
+        pitches = self.hear(pcm[: frames * SAMPLES_PER_FRAME], state)
         per_frame = len(pitches) // frames
         out = np.empty(frames, np.float32)
         for f in range(frames):
             self._remember(pitches[f * per_frame: (f + 1) * per_frame], state)
             out[f] = self._gain(state)
         return out
+
+    @staticmethod
+    def hear(pcm: np.ndarray, state: LivelinessState) -> np.ndarray:
+        """The pitch (Hz, NaN where not voiced) every 10 ms of `pcm` (48 kHz int16), going on
+        from the sound `state` holds (calls of whole frames stay in step: see DECIMATE)."""
+        band, state.filter[:] = ss.sosfilt(SOS, pcm / 32768.0, zi=state.filter)
+        sound = np.concatenate([state.sound, band[::DECIMATE].astype(np.float32)])
+        state.sound[:] = sound[-SPAN:]
+        ends = SPAN + HOP * np.arange(1, (len(sound) - SPAN) // HOP + 1)
+        return pitch(sound[ends[:, None] - SPAN + np.arange(SPAN)].astype(np.float64))
 
     def _remember(self, pitches: np.ndarray, state: LivelinessState) -> None:
         semitones = 12 * np.log2(pitches[np.isfinite(pitches)] / 100.0)
@@ -136,10 +153,5 @@ class Liveliness:
         heard = state.pitches[: min(int(state.heard[0]), len(state.pitches))]
         if not len(heard) and not len(self.prior):
             return 1.0
-        centre = float(np.median(heard)) if len(heard) else 0.0
-        off = heard - centre
-        # an octave off the voice's middle is a creak or YIN's double period, not intonation
-        off = np.where(np.abs(off) > OCTAVE_SLIP, off - 12 * np.sign(off), off)
-        low, high = np.percentile(np.concatenate([off, self.prior]), (10, 90))
-        return float(np.clip(((high - low) / c.reference_st) ** c.power, *c.limits))
+        return float(np.clip((spread(heard, self.prior) / c.reference_st) ** c.power, *c.limits))
 
