@@ -7,12 +7,14 @@ of N(k). Only I(k-1)'s interior is kept (schedule.interior), so a chunk's frames
 final as soon as both are done and the loop adds no latency beyond one chunk.
 
 Each published frame's jaw is then scaled by its emphasis (emphasis.py): how loud the frame
-is against this voice's recent loud speech; and by the voice's liveliness (liveliness.py):
-how far its pitch moves, which sets how wide this speaker opens overall.
+is against this voice's recent loud speech; by the mouth level (mouth_level.py), which holds
+the model's running peak opening to one size whatever the recording; and by the voice's
+liveliness (liveliness.py): how far its pitch moves, which sets how wide this speaker opens
+overall.
 
 RollingState: the window of the last frames' motion and features, the chunk counter,
-the noise generator, the emphasis envelope and the liveliness pitch ring; nothing grows
-with the session.
+the noise generator, the emphasis envelope, the mouth level's ring of openings and the
+liveliness pitch ring; nothing grows with the session.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from engine.families.motion.dit import MotionDiT
 from engine.families.motion.emphasis import SILENT_DB, Emphasis, EmphasisConfig, frame_levels
 from engine.families.motion.lip_closure import LipClosure
 from engine.families.motion.liveliness import Liveliness, LivelinessConfig, LivelinessState
+from engine.families.motion.mouth_level import MouthLevel, MouthLevelConfig, MouthLevelState
 from engine.families.motion.sigmas import flow_sigmas
 from engine.families.motion.speech_features import silence
 
@@ -53,11 +56,15 @@ class SamplerConfig:
     (0.65: 1.16x, 1.48x, 86 %). The peaks stay high partly because mediapipe reads the default
     portrait's shut mouth as slightly parted (0.052 eye distances; real: 0.01-0.04). A portrait
     now draws the jaw from SHUT at rig.DRAWN_JAW, the upper lip following it down (rig.UPPER_FOLLOW):
-    spread 0.94x, peaks 1.13x (docs/motion.md)."""
+    spread 0.94x, peaks 1.13x (docs/motion.md). The mouth level (below) now holds the peak
+    to its own target, so this sets the size only where the model's peak stays under the
+    level's floor."""
     emphasis: EmphasisConfig = EmphasisConfig()
     """How far the jaw follows the voice's stress, on top of jaw_gain."""
+    mouth_level: MouthLevelConfig = MouthLevelConfig()
+    """Holds the model's running peak opening to one size, whatever the recording."""
     liveliness: LivelinessConfig = LivelinessConfig()
-    """How far the voice's pitch range widens or narrows the whole opening, on top of both."""
+    """How far the voice's pitch range widens or narrows the whole opening, applied last."""
     closure_gate: tuple[float, float] = (0.5, 0.7)
     """LipClosure probabilities between which the published jaw goes from the model's own
     opening to shut (linearly): below the first the detector is ignored, above the second
@@ -82,6 +89,7 @@ class MotionState:
     levels: np.ndarray  # (window,) dBFS of the frames whose audio rows are in `features`
     envelope: np.ndarray  # (1,) the voice's recent loud level, dB (emphasis.py)
     liveliness: LivelinessState  # its pitch range (liveliness.py)
+    mouth_level: MouthLevelState  # the jaw's recent open frames (mouth_level.py)
 
 class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
     name = "motion"
@@ -97,6 +105,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
         self.jaw_gain, self.emphasis, self.lookahead = sampler.jaw_gain, Emphasis(sampler.emphasis), c.lookahead
         self.liveliness = Liveliness(sampler.liveliness)
+        self.mouth_level = MouthLevel(sampler.mouth_level)
         self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[motion.MOUTH_INDEX] = sampler.mouth_temperature
@@ -113,7 +122,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
                            features=np.tile(self.silence, (window, 1)),  # ... over silence
                            k=np.zeros(1, np.int64),
                            levels=np.full(window, SILENT_DB), envelope=np.full(1, self.emphasis.config.floor_db),
-                           liveliness=self.liveliness.new_state())
+                           liveliness=self.liveliness.new_state(), mouth_level=self.mouth_level.new_state())
 
     def run(self, data: AudioFeatures, state: MotionState) -> MotionChunk:
         if len(data.features) % self.chunk:
@@ -128,8 +137,9 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
             gain.append(self.emphasis.gains(self.own_levels(state.levels), state.envelope))
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
         jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
-        lively = self.liveliness.gains(data.chunk.pcm, len(coeffs), state.liveliness)
-        scale = self.jaw_gain * np.concatenate(gain) * lively
+        scale = self.jaw_gain * np.concatenate(gain)
+        scale = scale * self.mouth_level.gains(np.maximum(jaw - motion.SHUT, 0) * scale, state.mouth_level)
+        scale = scale * self.liveliness.gains(data.chunk.pcm, len(coeffs), state.liveliness)
         jaw = np.minimum(np.where(jaw > motion.SHUT, motion.SHUT + (jaw - motion.SHUT) * scale, jaw), self.high[JAW])
         coeffs[:, JAW] = jaw
         open_ = 1 - np.concatenate(shut)[:, None]  # the lips meet: no opening, raise or drop is left
