@@ -27,6 +27,7 @@ import scipy.signal as ss
 from scipy.special import ndtri
 
 from engine.config import SAMPLE_RATE, SAMPLES_PER_FRAME
+from engine.core.ring import recent, remember
 
 DECIMATE = 3  # 48 kHz -> 16 kHz: the band below 1 kHz is all YIN needs (a frame's 1920
 # samples are a whole number of steps, so every chunk starts in step)
@@ -113,8 +114,8 @@ class Liveliness:
         # the prior: `prior` pitches evenly through a normal distribution, scaled so that their
         # own range is the reference (alone, they give a gain of 1)
         prior = ndtri((np.arange(config.prior) + 0.5) / max(config.prior, 1))
-        spread = np.subtract(*np.percentile(prior, (90, 10))) if config.prior > 1 else 1.0
-        self.prior = prior * config.reference_st / spread
+        width = np.subtract(*np.percentile(prior, (90, 10))) if config.prior > 1 else 1.0
+        self.prior = prior * config.reference_st / width
 
     def new_state(self) -> LivelinessState:
         return LivelinessState(np.zeros((SOS.shape[0], 2)), np.zeros(SPAN, np.float32),
@@ -144,13 +145,11 @@ class Liveliness:
         return pitch(sound[ends[:, None] - SPAN + np.arange(SPAN)].astype(np.float64))
 
     def _remember(self, pitches: np.ndarray, state: LivelinessState) -> None:
-        semitones = 12 * np.log2(pitches[np.isfinite(pitches)] / 100.0)
-        state.pitches[(state.heard[0] + np.arange(len(semitones))) % len(state.pitches)] = semitones
-        state.heard[0] += len(semitones)
+        remember(state.pitches, state.heard, 12 * np.log2(pitches[np.isfinite(pitches)] / 100.0))
 
     def _gain(self, state: LivelinessState) -> float:
         c = self.config
-        heard = state.pitches[: min(int(state.heard[0]), len(state.pitches))]
+        heard = recent(state.pitches, state.heard)
         if not len(heard) and not len(self.prior):
             return 1.0
         return float(np.clip((spread(heard, self.prior) / c.reference_st) ** c.power, *c.limits))

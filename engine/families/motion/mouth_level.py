@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.core.ring import recent, remember
+
 
 @dataclass(frozen=True)
 class MouthLevelConfig:
@@ -61,12 +63,10 @@ class MouthLevel:
         if c.target == 0:
             return np.ones(len(opening), np.float32)
         out = np.empty(len(opening), np.float32)
-        ring = state.openings
-        for f, value in enumerate(opening):
-            if value > 0:
-                ring[state.heard[0] % len(ring)] = value
-                state.heard[0] += 1
-            heard = ring[: min(int(state.heard[0]), len(ring))]
+        for f in range(len(opening)):
+            if opening[f] > 0:
+                remember(state.openings, state.heard, opening[f: f + 1])
+            heard = recent(state.openings, state.heard)
             peak = float(np.percentile(heard, c.percentile)) if len(heard) else 0.0
             out[f] = c.target / max(peak, c.floor)
         return out
