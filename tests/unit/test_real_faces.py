@@ -24,7 +24,7 @@ def rig_clip(frames: int = 120) -> tuple[np.ndarray, np.ndarray]:
     """Landmarks the rig itself makes for a known track while the head rolls and sways."""
     lm = np.load(cache_path(DEFAULT_AVATAR))[:468].astype(np.float32)
     lm[CONTROL] += FaceRig(lm).closure * 0.5 / CLOSE_OVERLAP  # the default portrait's lips part: just meet
-    rig = FaceRig(lm, drawn=1.0, upper_follow=READ_UPPER_FOLLOW)  # in jaw_open's own unit, as rig_fit reads faces
+    rig = FaceRig(lm, drawn=1.0, upper_follow=READ_UPPER_FOLLOW, rest_gap=0.0)  # as rig_fit reads faces
     t = np.arange(frames) / 25
     track = motion.zeros(frames)
     track[:, J] = np.clip(0.5 * np.sin(2 * np.pi * 1.5 * t), 0, None)

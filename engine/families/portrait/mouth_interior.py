@@ -28,10 +28,13 @@ CENTRE = UPPER_INNER.index(13)  # 13 and 14 (the middle of the inner lips) share
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 TEETH = np.array([250.0, 240.0, 215.0], np.float32)  # ivory: teeth where a portrait shows none of its own
 TEETH_CAST = 0.3  # and how much of its skin's colour cast they take (its light, mostly)
-TEETH_LIFT = 1.3  # the bank's teeth are GRID s1's, dim against his face under the studio's top light:
+TEETH_LIFT = 1.2  # the bank's teeth are GRID s1's, dim against his face under the studio's top light:
 # the brightest tenth inside the mouth over the face's, at speech openings, reads 0.69-0.86 on the
 # other GRID speakers but 0.74-0.94 on the other held-out people; lifted so, a closed-lip photo's
-# teeth read 0.71-0.87 where they read 0.63-0.72 (docs/motion.md, "Real inner mouths")
+# teeth read 0.69 / 0.76 / 0.84 at openings of 0.06-0.10 / 0.10-0.14 / 0.14-0.20 eye distances.
+# 1.3 read 0.70-0.87 while a closed-lip photo opened only by the jaw's net drop; since it opens
+# from rig.REST_GAP its frames show more of the bank's wider rungs, and 1.3 read 0.73-0.90
+# (docs/motion.md, "Real inner mouths" and "Every photo talks")
 CAST = 0.5  # how much of the portrait's colour cast (light and skin together) the real mouth takes on
 UPPER_SHADE = (0.5, 0.06)  # how much the upper lip darkens what is just under it, and how far (mouth widths)
 LOWER_SHADE = (0.25, 0.03)
@@ -39,6 +42,7 @@ LOWER_FOLLOW = 0.72  # a portrait's own lower teeth drop a little less than the 
 UPPER_TEETH_FOLLOW = 0.5  # and its upper teeth come down this share of the upper lip's way: a
 # photo's grin shows them high under a raised lip, and the relaxed speaking lip (rig.UPPER_FOLLOW)
 # would hide them all behind it (measured on the judge: 0.5 keeps a strip of them in sight)
+MONOCHROME = (0.15, 0.3)  # colourfulness's spread of a photo in one tint, and of one in colour
 SEAM_SHADE = 0.55  # shut lips meet in a line this much darker than the lips
 SEAM_HALF = 0.02  # its half height, in mouth widths
 
@@ -73,6 +77,18 @@ def opening_of(upper: np.ndarray, lower: np.ndarray, width: float) -> float:
 def chroma(rgb: np.ndarray) -> np.ndarray:
     """Colour over luma, per pixel or per row of colours."""
     return rgb / np.maximum(np.asarray(rgb @ LUMA), 1.0)[..., None]
+
+
+def colourfulness(image: np.ndarray) -> float:
+    """0 for a photo in one tint (black-and-white, sepia), 1 for one in colour: how far the
+    colours of its pixels (the brighter, 90th percentile) stand from its median colour. Tinted
+    prints read 0.06-0.13, colour portraits 0.34-1.6 (sixteen public-domain portraits)."""
+    px = image.reshape(-1, 3).astype(np.float32)
+    c = chroma(px[px @ LUMA > 40])
+    if not len(c):
+        return 1.0
+    spread = float(np.percentile(np.linalg.norm(c - np.median(c, 0), axis=1), 90))
+    return float(np.clip((spread - MONOCHROME[0]) / (MONOCHROME[1] - MONOCHROME[0]), 0, 1))
 
 
 def _teeth_weight(grids: np.ndarray) -> np.ndarray:
@@ -120,12 +136,14 @@ class MouthBank:
     grids: np.ndarray  # (K, rows, cols, 3) float32, relit to the portrait
 
     @classmethod
-    def load(cls, skin: np.ndarray, bright: float, path: Path = BANK, teeth: np.ndarray | None = None) -> MouthBank:
+    def load(cls, skin: np.ndarray, bright: float, path: Path = BANK, teeth: np.ndarray | None = None,
+             colour: float = 1.0) -> MouthBank:
         """Relit to a portrait: its exposure (the luma of its brighter skin over the bank frame's)
         and part of its light's colour (its skin's chroma over the bank frame's skin's, to the
         power CAST: skin tone and light are not told apart, so only half is taken). Teeth are
         not skin: their colour is set apart (`teeth`, the portrait's own where it shows them,
-        else TEETH under a little of its skin's cast), so they are not tinted by the skin."""
+        else TEETH under a little of its skin's cast), so they are not tinted by the skin.
+        `colour` (0-1, `colourfulness`): 0 tones the whole mouth in the skin's tint."""
         with np.load(path) as f:
             openings, grids, bank_skin, bank_bright = f["openings"], f["grids"], f["skin"], f["bright"]
         grids = grids.astype(np.float32)
@@ -137,6 +155,10 @@ class MouthBank:
         w = _teeth_weight(grids)[..., None]
         tooth = (grids @ LUMA)[..., None] * exposure[:, None, None, :] * chroma(teeth) * TEETH_LIFT
         relit = grids * gain[:, None, None, :] * (1 - w) + tooth * w
+        # a black-and-white or sepia photo gets a mouth in its own tone: red gums and ivory
+        # teeth in a grey face look pasted on
+        toned = (relit @ LUMA)[..., None] * chroma(skin)
+        relit = toned + colour * (relit - toned)
         return cls(openings.astype(np.float32), np.clip(relit, 0, 255))
 
     def lay(self, opening: float, cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -176,7 +198,8 @@ def build_atlas(rig: FaceRig, image: np.ndarray, box: Box) -> MouthAtlas:
         above = np.arange(y0, y1, dtype=np.float32)[:, None] < mid[None, :]
         alpha = cv2.erode(mask, np.ones((3, 3), np.uint8)).astype(np.float32)
         own = (np.dstack([crop, alpha * above]), np.dstack([crop, alpha * ~above]))
-    return MouthAtlas(MouthBank.load(skin, bright, teeth=teeth), lip * SEAM_SHADE, own)
+    bank = MouthBank.load(skin, bright, teeth=teeth, colour=colourfulness(image))
+    return MouthAtlas(bank, lip * SEAM_SHADE, own)
 
 
 # --- per frame --------------------------------------------------------------------------

@@ -55,7 +55,8 @@ class PortraitRenderer:
         self.mouth_box = _box(mouth_pts, 0.0, self.size, 1)
         self.atlas = build_atlas(self.rig, self.image, self.mouth_box)
         # the jaw's own move of the lower and the upper lip's middle per unit: the teeth follow them
-        self._lip_jaw = self.rig.jaw_only[[self.rig.index[14], self.rig.index[13]]]
+        lips = [self.rig.index[14], self.rig.index[13]]
+        self._lip_jaw, self._lip_part = self.rig.jaw_only[lips], self.rig.part[lips]
         bases = self._head_bases(portrait.landmarks)
         low = self.size // HEAD_MAP_DIV  # the head field is smooth: sum it small, then upsample
         self._head_index = [motion.INDEX[k] for k in bases]
@@ -124,7 +125,7 @@ class PortraitRenderer:
         coeffs = self.rig.as_drawn(coeffs)
         weights = self.rig.weights(coeffs)
         self._warp_face(frame, np.tensordot(weights[self._moving], self._fields, axes=1))
-        jaw = coeffs[motion.INDEX["jaw_open"]] * self._lip_jaw
+        jaw = coeffs[motion.INDEX["jaw_open"]] * self._lip_jaw + weights[1] * self._lip_part
         composite(frame, self.rig, self.atlas, self.mouth_box, self.rig.displacement(coeffs), jaw)
         return frame
 

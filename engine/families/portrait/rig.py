@@ -65,6 +65,11 @@ UPPER_FOLLOW = 0.6  # the upper inner lip comes down this share of the jaw's dro
 # own upper teeth coming half the lip's way down, mouth_interior.UPPER_TEETH_FOLLOW)
 READ_UPPER_FOLLOW = -0.06  # how real footage is read (rig_fit): the upper lip rises a little as
 # the jaw drops, so jaw_open keeps the unit the motion model's labels were fitted in
+REST_GAP = 0.16  # the inner lips' gap at their middle, in mouth widths, from which every portrait's
+# released mouth opens: the default portrait's own (0.163, a smile showing teeth). Released to its
+# own closed lips, a photo's mouth opened by the jaw's net drop alone (1 - UPPER_FOLLOW of it) and
+# barely parted: mediapipe read 0.0066 eye distances of spread on a closed-lip upload against the
+# default's 0.032 (issue 59). A photo whose lips part wider keeps its own gap
 LIP_SWELL = 0.25  # real lips get thicker as they part (x1.04-1.17 between shut and open frames,
 # measured by training/motion/judge.py on held-out speakers): the outer contours travel this
 # share of the drop further than the inner ones, the lower lip down and the upper lip up
@@ -100,14 +105,16 @@ class FaceFrame:
 class FaceRig:
     """Control points of one portrait and the displacement basis of each coefficient."""
 
-    def __init__(self, landmarks: np.ndarray, drawn: float = DRAWN, upper_follow: float = UPPER_FOLLOW):
+    def __init__(self, landmarks: np.ndarray, drawn: float = DRAWN, upper_follow: float = UPPER_FOLLOW,
+                 rest_gap: float = REST_GAP):
         self.lm = landmarks.astype(np.float32)
-        self.drawn, self.upper_follow = drawn, upper_follow
+        self.drawn, self.upper_follow, self.rest_gap = drawn, upper_follow, rest_gap
         self.frame = FaceFrame.of(self.lm)
         self.index = {lm_id: row for row, lm_id in enumerate(CONTROL)}
         self.points = self.lm[CONTROL]
         self.closure = self._closure()
         self.jaw_only = self._jaw()  # kept apart: the lower teeth follow the jaw alone
+        self.part = self._part()
         self.bases = np.zeros((motion.DIM, len(CONTROL), 2), np.float32)
         for name, basis in self._mouth_bases().items():
             self.bases[motion.INDEX[name]] = basis
@@ -115,9 +122,9 @@ class FaceRig:
         self.bases[motion.INDEX["blink_r"]] = self._blink(EYE_R_UPPER, EYE_R_LOWER, EYE_R_CREASE)
         self.bases[motion.INDEX["blink_l"]] = self._blink(EYE_L_UPPER, EYE_L_LOWER, EYE_L_CREASE)
         self.bases[motion.INDEX["brow"]] = self._brow()
-        # (1 + DIM, C, 2): the closure, then each coefficient's basis. A frame weighs them by
-        # `weights`, so whatever is linear in the displacement can be precomputed per term
-        self.terms = np.concatenate([self.closure[None], self.bases])
+        # (2 + DIM, C, 2): the closure, the parting, then each coefficient's basis. A frame weighs
+        # them by `weights`, so whatever is linear in the displacement can be precomputed per term
+        self.terms = np.concatenate([self.closure[None], self.part[None], self.bases])
 
     def as_drawn(self, coeffs: np.ndarray) -> np.ndarray:
         """The coefficients as this portrait draws them: the jaw from SHUT, at DRAWN_JAW."""
@@ -128,11 +135,12 @@ class FaceRig:
     def weights(self, coeffs: np.ndarray) -> np.ndarray:
         """Each term's weight for one motion frame (drawn coefficients).
 
-        The closure fades as the jaw opens: a speaking mouth shows the upper teeth
-        the way the reference shows them, rather than keeping them under the lip.
+        The closure fades as the jaw opens and the parting comes in: a speaking mouth
+        shows the upper teeth the way the reference shows them, rather than keeping them
+        under the lip, and starts from at least REST_GAP whatever the photo's lips did.
         """
         release = min(1.0, max(0.0, float(coeffs[JAW_OPEN]) * RELEASE_RATE))
-        return np.concatenate([[1 - release], coeffs]).astype(np.float32)
+        return np.concatenate([[1 - release, release], coeffs]).astype(np.float32)
 
     def displacement(self, coeffs: np.ndarray) -> np.ndarray:
         """Control-point displacements (C, 2) for one motion frame."""
@@ -183,6 +191,19 @@ class FaceRig:
         self._set(out, UPPER_INNER[1:-1], np.tile(self.upper_follow * drop, (9, 1)))
         swell_up = 1 - np.clip(np.abs(self._lateral(UPPER_OUTER[1:-1])), 0, 1) ** 2
         self._set(out, UPPER_OUTER[1:-1], (self.upper_follow - LIP_SWELL * swell_up)[:, None] * drop)
+        return out
+
+    def _part(self) -> np.ndarray:
+        """Drops the lower lip, and the jaw under it, by what the photo's inner gap lacks of
+        `rest_gap` at the middle: the jaw's own shape (an oval opening), the upper lip and the
+        corners kept."""
+        f = self.frame
+        mid = self.index[14]
+        gap = float((self.lm[14] - self.lm[13]) @ f.down)
+        missing = max(self.rest_gap * f.mouth_width - gap, 0.0)
+        out = self.jaw_only * (missing / float(self.jaw_only[mid] @ f.down))
+        out[[self.index[i] for i in UPPER_INNER + UPPER_OUTER]] = 0  # corners too: dropped, they
+        # bent the upper lip's ends down into hooks
         return out
 
     def _mouth_bases(self) -> dict[str, np.ndarray]:

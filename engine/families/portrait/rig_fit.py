@@ -92,8 +92,9 @@ class ClipFit:
         gap = inner_gap(aligned)
         self.closed_gap = float(np.quantile(gap, 0.03))
         self.reference = np.median(aligned[gap <= np.quantile(gap, CLOSED_SHARE)], 0)
-        # real footage is read in jaw_open's own unit, with the upper lip as real ones move
-        self.rig = FaceRig(self.reference, drawn=1.0, upper_follow=READ_UPPER_FOLLOW)
+        # real footage is read in jaw_open's own unit, with the upper lip as real ones move, and
+        # from the face's own closed gap (no parting to a portrait's rest gap)
+        self.rig = FaceRig(self.reference, drawn=1.0, upper_follow=READ_UPPER_FOLLOW, rest_gap=0.0)
         f = self.rig.frame
         # inner gap per unit of jaw_open: the lower lip drops JAW_DROP, the upper one rises a little
         self.gap_per_jaw = float((self.rig.jaw_only[self.rig.index[14]] - self.rig.jaw_only[self.rig.index[13]])
