@@ -51,6 +51,10 @@ class Received:
     video: list[tuple[float, np.ndarray]] = field(default_factory=list)  # (arrival, RGB frame)
     audio: list[tuple[float, np.ndarray]] = field(default_factory=list)  # (arrival, 48 kHz mono int16)
     first_frame_at: float | None = None
+    # each frame's media time (its RTP timestamp in seconds, from an arbitrary start), in step
+    # with `video` and `audio`: where a player with a jitter buffer puts it
+    video_time: list[float] = field(default_factory=list)
+    audio_time: list[float] = field(default_factory=list)
 
 
 class AvatarViewer:
@@ -107,20 +111,24 @@ class AvatarViewer:
                 frame = await track.recv()
                 now = time.monotonic()
                 if track.kind == "video":
-                    self._video(now, frame.to_ndarray(format="rgb24"))
+                    self._video(now, frame.to_ndarray(format="rgb24"), float(frame.pts * frame.time_base))
                 else:
                     pcm = frame.to_ndarray().reshape(-1, len(frame.layout.channels))[:, 0]
                     self.received.audio.append((now, pcm.astype(np.int16)))
+                    self.received.audio_time.append(float(frame.pts * frame.time_base))
         except MediaStreamError:
             pass
 
-    def _video(self, now: float, rgb: np.ndarray) -> None:
+    def _video(self, now: float, rgb: np.ndarray, media_time: float) -> None:
         if self.received.first_frame_at is None:
             self.received.first_frame_at = now
         self.video_count += 1
-        self.received.video.append((now, rgb))
-        del self.received.video[: -self.keep]
-        del self.received.audio[: -self.keep * 2]
+        got = self.received
+        got.video.append((now, rgb))
+        got.video_time.append(media_time)
+        for kept, limit in ((got.video, self.keep), (got.video_time, self.keep), (got.audio, self.keep * 2),
+                            (got.audio_time, self.keep * 2)):
+            del kept[:-limit]
 
     @property
     def ttff_ms(self) -> float | None:
