@@ -99,3 +99,51 @@ async def test_session_of_a_killed_viewer_ends_by_itself(server):
         if await sessions() == before:
             break
     assert await sessions() == before
+
+
+SENTENCE = "Bob bought a big map. Papa, pass me a warm apple pie, please, and open the window wide."
+
+
+async def mouth_spread(url: str, avatar: str) -> tuple[float, float]:
+    """The std of the mouth's opening (eye distances, mediapipe at the client) over 2 s of
+    silence, then while it says SENTENCE through /speak."""
+    import asyncio
+    import time
+
+    from avatar_client import AvatarViewer
+    from testkit.lipsync import opening
+
+    viewer = AvatarViewer(url, avatar=avatar)
+    await viewer.connect()
+    await viewer.record_events()
+    try:
+        await viewer.wait_frames(25)
+        quiet_from = time.monotonic()
+        await asyncio.sleep(2.0)
+        status, _ = await viewer.post("speak", {"text": SENTENCE})
+        assert status == 202
+        started = await viewer.wait_event("speak_started", 15)
+        ended = await viewer.wait_event("speak_ended", 30)
+        shift = time.monotonic() - time.time()
+        video = list(viewer.received.video)
+        quiet = [f for t, f in video if quiet_from <= t < quiet_from + 2.0]
+        said = [f for t, f in video if started["t"] + shift <= t < ended["t"] + shift]
+        idle, speaking = await asyncio.to_thread(lambda: (np.nanstd(opening(quiet)), np.nanstd(opening(said))))
+        return float(idle), float(speaking)
+    finally:
+        await viewer.close()
+
+
+async def test_an_uploaded_closed_lip_photo_talks_as_the_default_does(server):
+    """A closed-lip official portrait, the face small in a tall frame: before its lips parted to
+    the default's rest gap it read 0.0076 eye distances of spread saying jfk.flac, a fifth of the
+    default's (issue 59's judge: 0.0066 on its closed-lip upload)."""
+    from testkit.server import ROOT
+
+    status, body = await upload(server.url, (ROOT / "tests/fixtures/portraits/small-face-large-frame.jpg").read_bytes())
+    assert status == 201, body
+    idle, speaking = await mouth_spread(server.url, body["avatar_id"])
+    _, default = await mouth_spread(server.url, "default")
+    print(f"\nphoto: idle {idle:.4f}, speaking {speaking:.4f}; default speaking {default:.4f}")
+    assert speaking > 0.02 and speaking > 1.5 * idle
+    assert speaking >= 0.6 * default
