@@ -82,7 +82,8 @@ def chroma(rgb: np.ndarray) -> np.ndarray:
 def colourfulness(image: np.ndarray) -> float:
     """0 for a photo in one tint (black-and-white, sepia), 1 for one in colour: how far the
     colours of its pixels (the brighter, 90th percentile) stand from its median colour. Tinted
-    prints read 0.06-0.13, colour portraits 0.34-1.6 (sixteen public-domain portraits)."""
+    prints read 0.06-0.13, colour portraits 0.34-1.6 (the twenty public-domain portraits tried
+    for tests/fixtures/portraits)."""
     px = image.reshape(-1, 3).astype(np.float32)
     c = chroma(px[px @ LUMA > 40])
     if not len(c):

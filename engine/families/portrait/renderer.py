@@ -14,7 +14,7 @@ import numpy as np
 from engine.core import motion
 from engine.families.portrait.avatar import Portrait
 from engine.families.portrait.mouth_interior import build_atlas, composite
-from engine.families.portrait.rig import FaceRig
+from engine.families.portrait.rig import PARTING, FaceRig
 from engine.families.portrait.warp import TpsGrid, invert
 
 GRID_STEP = 4  # pixels between TPS grid points; the map is upsampled from it
@@ -125,7 +125,7 @@ class PortraitRenderer:
         coeffs = self.rig.as_drawn(coeffs)
         weights = self.rig.weights(coeffs)
         self._warp_face(frame, np.tensordot(weights[self._moving], self._fields, axes=1))
-        jaw = coeffs[motion.INDEX["jaw_open"]] * self._lip_jaw + weights[1] * self._lip_part
+        jaw = coeffs[motion.INDEX["jaw_open"]] * self._lip_jaw + weights[PARTING] * self._lip_part
         composite(frame, self.rig, self.atlas, self.mouth_box, self.rig.displacement(coeffs), jaw)
         return frame
 

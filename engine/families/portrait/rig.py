@@ -34,6 +34,7 @@ LIPS = sorted(set(UPPER_INNER + LOWER_INNER + UPPER_OUTER + LOWER_OUTER))
 EYES = EYE_R_UPPER + EYE_R_LOWER + EYE_L_UPPER + EYE_L_LOWER + EYE_CORNERS
 CREASES = [i for ring in EYE_R_CREASE + EYE_L_CREASE for i in ring]
 JAW_OPEN = motion.INDEX["jaw_open"]
+PARTING = 1  # the parting's row in FaceRig.terms and its weight's place in FaceRig.weights
 CONTROL = sorted(set(LIPS + EYES + CREASES + BROWS + JAW + ANCHORS))
 
 JAW_DROP = 0.38     # lower-lip travel at jaw_open=1, in mouth widths: the unit of jaw_open, in
