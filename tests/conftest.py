@@ -41,3 +41,11 @@ def jfk_pcm48() -> np.ndarray:
     from testkit.audio import decoded
 
     return decoded(SHARED_DATA / "jfk.flac")
+
+
+@pytest.fixture(scope="session")
+def jfk_pcm16(jfk_pcm48) -> np.ndarray:
+    """The same speech at 16 kHz, as agents push it."""
+    from scipy.signal import resample_poly
+
+    return np.clip(resample_poly(jfk_pcm48.astype(np.float32), 1, 3), -32768, 32767).astype(np.int16)

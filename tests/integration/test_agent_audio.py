@@ -16,13 +16,6 @@ pytestmark = pytest.mark.integration
 CHUNK_MS = 40
 
 
-@pytest.fixture(scope="module")
-def jfk_pcm16(jfk_pcm48) -> np.ndarray:
-    from scipy.signal import resample_poly
-
-    return np.clip(resample_poly(jfk_pcm48.astype(np.float32), 1, 3), -32768, 32767).astype(np.int16)
-
-
 async def push_paced(voice, pcm: np.ndarray, rate: int, speed: float = 1.0) -> None:
     step = rate * CHUNK_MS // 1000
     start = time.monotonic()

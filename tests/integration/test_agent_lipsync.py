@@ -31,13 +31,6 @@ RATE = 16000
 UNEVEN_MS = (20, 60, 10, 120, 40, 30, 80, 20, 100, 40)  # as an agent's TTS hands them over
 
 
-@pytest.fixture(scope="module")
-def jfk16(jfk_pcm48) -> np.ndarray:
-    from scipy.signal import resample_poly
-
-    return np.clip(resample_poly(jfk_pcm48.astype(np.float32), 1, 3), -32768, 32767).astype(np.int16)
-
-
 SEEDS = 0.12  # how far below the file's seed-0 figure another seed, the codecs and the receiver
 # may read: 0.658-0.713 against the file's 0.761 in 19 pushes (20 ms, 100 ms, uneven, jittered)
 SAME = 0.8  # the client's mouth against the file's, frame by frame: 0.844-0.967 in those pushes; an
@@ -45,9 +38,9 @@ SAME = 0.8  # the client's mouth against the file's, frame by frame: 0.844-0.967
 
 
 @pytest.fixture(scope="module")
-def batch(jfk16) -> tuple[Sync, np.ndarray]:
+def batch(jfk_pcm16) -> tuple[Sync, np.ndarray]:
     """The recording through avatar-render, measured on the file."""
-    wav, out = write_wav(ARTIFACTS / "jfk16.wav", jfk16, RATE), ARTIFACTS / "jfk16-render.mp4"
+    wav, out = write_wav(ARTIFACTS / "jfk16.wav", jfk_pcm16, RATE), ARTIFACTS / "jfk16-render.mp4"
     subprocess.run([str(ROOT / ".venv/bin/avatar-render"), "--audio", str(wav), "--out", str(out)],
                    check=True, capture_output=True, timeout=300)
     return file_sync(str(out))
@@ -73,7 +66,7 @@ async def push_in_real_time(voice, parts: list[np.ndarray]) -> None:
 
 
 @pytest.mark.parametrize("pattern", [(20,), (100,), UNEVEN_MS], ids=["20ms", "100ms", "uneven"])
-async def test_pushed_speech_moves_the_mouth_as_the_batch_render_does(server, jfk16, batch, pattern):
+async def test_pushed_speech_moves_the_mouth_as_the_batch_render_does(server, jfk_pcm16, batch, pattern):
     viewer = AvatarViewer(server.url)
     await viewer.connect()
     await viewer.record_events()
@@ -81,7 +74,7 @@ async def test_pushed_speech_moves_the_mouth_as_the_batch_render_does(server, jf
     try:
         await viewer.wait_frames(25)
         voice = await agent.open_audio(RATE)
-        await push_in_real_time(voice, pieces(jfk16, pattern))
+        await push_in_real_time(voice, pieces(jfk_pcm16, pattern))
         started = await viewer.wait_event("speak_started", 10)
         ended = await viewer.wait_event("speak_ended", 20)
         await asyncio.sleep(0.5)
@@ -96,7 +89,7 @@ async def test_pushed_speech_moves_the_mouth_as_the_batch_render_does(server, jf
         file, file_mouth = batch
         alike = same_motion(mouth, file_mouth)
         print(f"\n{pattern}: live {live}; file {file}; frame by frame {alike:.3f}")
-        assert end - start > len(jfk16) / RATE, "the whole recording was played"
+        assert end - start > len(jfk_pcm16) / RATE, "the whole recording was played"
         assert alike >= SAME, f"the client's mouth is not the file's ({alike:.3f})"
         assert abs(live.lag_ms) <= 80, f"live {live}, file {file}"
         assert live.best >= file.best - SEEDS, f"live {live}, file {file}"
