@@ -64,6 +64,7 @@ export declare function uploadAvatar(file: Blob & { name?: string }, options?: {
   baseUrl?: string; token?: string; onProgress?: (share: number, stage: string) => void; pollMs?: number;
 }): Promise<string>;
 export declare function waitForAvatar(avatarId: string, options?: {
-  baseUrl?: string; onProgress?: (share: number, stage: string) => void; pollMs?: number;
+  baseUrl?: string; token?: string; onProgress?: (share: number, stage: string) => void; pollMs?: number;
 }): Promise<AvatarInfo>;
-export declare function listAvatars(options?: { baseUrl?: string }): Promise<AvatarInfo[]>;
+/** Rejects with an AvatarError (e.g. `unauthorized`) when the server refuses. */
+export declare function listAvatars(options?: { baseUrl?: string; token?: string }): Promise<AvatarInfo[]>;

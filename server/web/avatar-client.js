@@ -285,25 +285,18 @@ export class AvatarError extends Error {
  * @param {Blob} image  @param {{baseUrl?: string, token?: string}} [options]
  */
 export async function uploadAvatar(file, options = {}) {
-  const baseUrl = (options.baseUrl || globalThis.location?.origin || "").replace(/\/$/, "");
   const video = isVideo(file);
   const form = new FormData();
   form.append(video ? "video" : "image", file, file.name || (video ? "clip.mp4" : "portrait"));
-  const headers = options.token ? { Authorization: `Bearer ${options.token}` } : {};
-  const res = await fetch(`${baseUrl}/v1/avatars`, { method: "POST", body: form, headers });
-  const body = await res.json().catch(() => ({}));
-  if (!res.ok) throw new AvatarError(body.error?.code || `http_${res.status}`, body.error?.message || `HTTP ${res.status}`);
+  const body = await avatarsApi("", options, { method: "POST", body: form });
   if (video && body.status !== "ready") await waitForAvatar(body.avatar_id, options);
   return body.avatar_id;
 }
 
 /** A video avatar is prepared after its upload: poll until it is ready (onProgress(share, stage) meanwhile). */
 export async function waitForAvatar(avatarId, options = {}) {
-  const baseUrl = (options.baseUrl || globalThis.location?.origin || "").replace(/\/$/, "");
   for (;;) {
-    const res = await fetch(`${baseUrl}/v1/avatars/${encodeURIComponent(avatarId)}`);
-    const body = await res.json().catch(() => ({}));
-    if (!res.ok) throw new AvatarError(body.error?.code || `http_${res.status}`, body.error?.message || `HTTP ${res.status}`);
+    const body = await avatarsApi(`/${encodeURIComponent(avatarId)}`, options);
     if (body.status === "ready") return body;
     if (body.status === "failed") throw new AvatarError("avatar_failed", body.reason || "the clip could not be prepared");
     options.onProgress?.(body.progress ?? 0, body.stage || "preparing");
@@ -317,9 +310,18 @@ function isVideo(file) {
 
 /** @returns {Promise<{avatar_id: string, kind: string, status: string, default: boolean}[]>} */
 export async function listAvatars(options = {}) {
+  return avatarsApi("", options);
+}
+
+/** One call to /v1/avatars{path}, with the bearer token where `options.token` holds one; an
+ * AvatarError (the server's code and sentence) when it is refused. */
+async function avatarsApi(path, options, init = {}) {
   const baseUrl = (options.baseUrl || globalThis.location?.origin || "").replace(/\/$/, "");
-  const res = await fetch(`${baseUrl}/v1/avatars`);
-  return res.json();
+  const headers = options.token ? { Authorization: `Bearer ${options.token}` } : {};
+  const res = await fetch(`${baseUrl}/v1/avatars${path}`, { ...init, headers });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new AvatarError(body.error?.code || `http_${res.status}`, body.error?.message || `HTTP ${res.status}`);
+  return body;
 }
 
 function iceGatheringComplete(pc) {
