@@ -86,12 +86,18 @@ def cors_middleware(allowed: tuple[str, ...]) -> Middleware:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         origin = permitted(request)
+        page = request.headers.get("Origin", "")
         socket = request.headers.get("Upgrade", "").lower() == "websocket"
         if origin == "" and (socket or request.method not in SAFE_METHODS):
-            return ApiError(403, "origin_not_allowed", "pages of this origin may not use this server's API "
-                            "(AVATAR_ALLOWED_ORIGINS lists those that may)").response()
-        if origin and request.method == "OPTIONS":
-            return web.Response(status=204, headers=_cors_headers(origin))
+            refusal = ApiError(403, "origin_not_allowed", f"pages of {page[:100] or 'another site'} may not use this "
+                               "server's API (AVATAR_ALLOWED_ORIGINS lists those that may)").response()
+            if page:  # the page may read why it was refused: the refusal itself lets nothing through
+                refusal.headers.update(_cors_headers(page))
+            return refusal
+        if request.method == "OPTIONS" and origin is not None and page:
+            # a refused origin's preflight is answered too, so that the request after it gets the
+            # readable refusal above instead of a browser's opaque network error
+            return web.Response(status=204, headers=_cors_headers(page))
         try:
             response = await handler(request)
         except ApiError as exc:  # errors, too, must be readable by the embedding page

@@ -72,17 +72,19 @@ async def favicon(request: web.Request) -> web.Response:
 
 def add_static(app: web.Application) -> None:
     for prefix, folder in PAGES.items():
-        app.router.add_get(f"/{prefix}/{{path:.+}}", _files(folder))
+        app.router.add_get(f"/{prefix}/{{path:.+}}", _files(folder, anywhere=prefix == "web"))
 
 
-def _files(folder: Path) -> Handler:
-    """Files under `folder`; a miss is the API's 404 body, like every other refusal."""
+def _files(folder: Path, anywhere: bool) -> Handler:
+    """Files under `folder`; a miss is the API's 404 body, like every other refusal. The JS
+    client (`anywhere`) loads into pages of any origin: a page whose origin the operator has not
+    allowed then gets the API's refusal as an `error` event, instead of a client that never ran."""
     folder = folder.resolve()
 
     async def handler(request: web.Request) -> web.FileResponse:
         path = (folder / request.match_info["path"]).resolve()
         if not path.is_relative_to(folder) or not path.is_file():
             raise ApiError(404, "not_found", f"no file {request.path}")
-        return web.FileResponse(path)
+        return web.FileResponse(path, headers={"Access-Control-Allow-Origin": "*"} if anywhere else None)
 
     return handler

@@ -60,7 +60,14 @@ export class AvatarClient extends EventTarget {
     this._video = video;
     this._closing = false;
     this._connectStarted = performance.now();
-    await this._open();
+    try {
+      await this._open();
+    } catch (err) {
+      // an `error` event too, so a page that listens for them shows why (a page of an origin
+      // the server does not allow gets `origin_not_allowed`; a server it cannot reach, `unreachable`)
+      this._emit("error", { code: err.code || "connect_failed", message: err.message });
+      throw err;
+    }
   }
 
   /** @param {string} text  @returns {Promise<string>} the utterance id */
@@ -116,6 +123,9 @@ export class AvatarClient extends EventTarget {
       method: "POST",
       headers: this._headers(),
       body: JSON.stringify({ sdp: pc.localDescription.sdp, type: "offer", avatar: this.avatar, mode: this.mode }),
+    }).catch((err) => {
+      pc.close();
+      throw new AvatarError("unreachable", `cannot reach ${this.baseUrl || "the server"} from this page (${err.message})`);
     });
     const body = await res.json().catch(() => ({}));
     if (!res.ok) {
@@ -167,7 +177,7 @@ export class AvatarClient extends EventTarget {
     if (this._closing) return;
     if (!wasConnected || this.reconnects <= 0) {
       const err = this._unreachable({ connectionState: "failed" });
-      this._emit("error", { code: err.code, message: err.message });
+      if (wasConnected) this._emit("error", { code: err.code, message: err.message });  // else connect()'s to report
       rejectFirst(err);
       return;
     }
