@@ -102,7 +102,8 @@ class ServerConfig:
     token: str = ""
     """When set, the API, WebSockets and WHEP need `Authorization: Bearer <token>` (or `?token=`)."""
     allowed_origins: tuple[str, ...] = ()
-    """Origins of other sites allowed to embed the client (CORS); `*` allows any. Same-origin always works."""
+    """Origins of other sites whose pages may use the API (CORS); `*` allows any. Same-origin always
+    works; other pages get `origin_not_allowed`."""
     allowed_hosts: tuple[str, ...] = ()
     """Names this server is reached by (the `Host` header), besides IP addresses and `localhost`;
     `*` allows any. Other names get 421: a DNS-rebinding page cannot pass for our own."""
