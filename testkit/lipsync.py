@@ -32,7 +32,8 @@ class Sync:
 
 
 def opening(frames: list[np.ndarray]) -> np.ndarray:
-    """Inner-lip opening over the eye distance per RGB frame (NaN where no face is found)."""
+    """Inner-lip opening over the eye distance per RGB frame (NaN where no face is found), on
+    frames scaled as the lip-sync judge scales them (training/motion/judge.py)."""
     from engine.families.video.tracking import track_landmarks
 
     scaled = [cv2.resize(f, (WIDTH, round(f.shape[0] * WIDTH / f.shape[1])), interpolation=cv2.INTER_AREA)
@@ -108,11 +109,14 @@ def file_sync(path: str) -> tuple[Sync, np.ndarray]:
     block's pts; and the file's mouth, frame by frame."""
     import av
 
-    with av.open(path) as container:
-        video = [(float(f.time or 0.0), f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
-    with av.open(path) as container:
-        audio = [(float(f.time or 0.0), f.to_ndarray().reshape(-1)) for f in container.decode(audio=0)]
-    audio = [(t, np.clip(p * 32767, -32768, 32767).astype(np.int16) if p.dtype.kind == "f" else p)
-             for t, p in audio]
+    video, audio = [], []
+    with av.open(path) as container:  # one pass over the file, both streams in turn
+        for f in container.decode(video=0, audio=0):
+            if isinstance(f, av.VideoFrame):
+                video.append((float(f.time or 0.0), f.to_ndarray(format="rgb24")))
+            elif isinstance(f, av.AudioFrame):
+                pcm = f.to_ndarray().reshape(-1)
+                pcm = np.clip(pcm * 32767, -32768, 32767).astype(np.int16) if pcm.dtype.kind == "f" else pcm
+                audio.append((float(f.time or 0.0), pcm))
     times, mouth = np.array([t for t, _ in video]), opening([f for _, f in video])
     return mouth_follows_sound(times, mouth, audio, 0.0, times[-1] + CELL_S), mouth

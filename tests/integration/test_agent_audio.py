@@ -8,20 +8,13 @@ import aiohttp
 import numpy as np
 import pytest
 
-from avatar_client import AgentClient, AvatarViewer
+from avatar_client import AvatarViewer
+from testkit.agent_push import pieces, push_paced, watched_agent
 from tests.integration.test_session import rms
 from tests.mouth import OPEN, OPEN_SHARE, dark_pixels
 
 pytestmark = pytest.mark.integration
 CHUNK_MS = 40
-
-
-async def push_paced(voice, pcm: np.ndarray, rate: int, speed: float = 1.0) -> None:
-    step = rate * CHUNK_MS // 1000
-    start = time.monotonic()
-    for i, lo in enumerate(range(0, len(pcm), step)):
-        await voice.push(pcm[lo : lo + step])
-        await asyncio.sleep(max(0.0, start + (i + 1) * CHUNK_MS / 1000 / speed - time.monotonic()))
 
 
 def collect(voice) -> tuple[list[dict], asyncio.Task]:
@@ -41,16 +34,11 @@ def playback(events: list[dict], utterance_id: str) -> list[tuple]:
 
 
 async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm16):
-    viewer = AvatarViewer(server.url)
-    await viewer.connect()
-    await viewer.record_events()
-    agent = AgentClient(server.url, viewer.session_id)
-    try:
-        await viewer.wait_frames(25)
+    async with watched_agent(server.url) as (viewer, agent):
         voice = await agent.open_audio(16000)
         replies, reader = collect(voice)
         first_chunk = time.time()
-        pusher = asyncio.ensure_future(push_paced(voice, jfk_pcm16, 16000))
+        pusher = asyncio.ensure_future(push_paced(voice, pieces(jfk_pcm16, 16000, (CHUNK_MS,)), 16000))
         started = await viewer.wait_event("speak_started", 5)
         latency_ms = (started["t"] - first_chunk) * 1000
         assert not pusher.done(), "speak_started must not wait for the end of the audio"
@@ -73,21 +61,14 @@ async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm1
             assert abs(position - pushed_ms) <= 200, f"played {position} ms of {pushed_ms:.0f} ms"
         await voice.close()
         reader.cancel()
-    finally:
-        await agent.close()
-        await viewer.close()
 
 
 async def test_interrupt_on_the_socket_silences_the_client(server, jfk_pcm16):
-    viewer = AvatarViewer(server.url)
-    await viewer.connect()
-    events = await viewer.record_events()
-    agent = AgentClient(server.url, viewer.session_id)
-    try:
-        await viewer.wait_frames(25)
+    async with watched_agent(server.url) as (viewer, agent):
         voice = await agent.open_audio(16000)
         replies, reader = collect(voice)
-        await push_paced(voice, jfk_pcm16[: 16000 * 8], 16000, speed=4.0)  # agents often push ahead
+        ahead = pieces(jfk_pcm16[: 16000 * 8], 16000, (CHUNK_MS,))
+        await push_paced(voice, ahead, 16000, speed=4.0)  # agents often push ahead
         started = await viewer.wait_event("speak_started", 5)
         await asyncio.sleep(1.0)
         await voice.ws.send_json({"type": "clear_buffer"})  # LiveKit's name for interrupt
@@ -106,9 +87,6 @@ async def test_interrupt_on_the_socket_silences_the_client(server, jfk_pcm16):
                        for e in viewer.seen), "an interrupted utterance does not end as spoken"
         await voice.close()
         reader.cancel()
-    finally:
-        await agent.close()
-        await viewer.close()
 
 
 async def test_agent_socket_refuses_bad_input_clearly(server):

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pytest
 
-from avatar_client import AgentClient, AvatarViewer
+from testkit.agent_push import pieces, push_paced, watched_agent
 from testkit.audio import write_wav
 from testkit.lipsync import CELL_S, Sync, file_sync, mouth_follows_sound, opening, played_at, same_motion
 from testkit.server import ARTIFACTS, ROOT
@@ -47,35 +47,12 @@ def batch(jfk_pcm16) -> tuple[Sync, np.ndarray]:
     return file_sync(str(out))
 
 
-def pieces(pcm: np.ndarray, pattern: tuple[int, ...]) -> list[np.ndarray]:
-    out, lo, i = [], 0, 0
-    while lo < len(pcm):
-        step = RATE * pattern[i % len(pattern)] // 1000
-        out.append(pcm[lo : lo + step])
-        lo, i = lo + step, i + 1
-    return out
-
-
-async def push_in_real_time(voice, parts: list[np.ndarray]) -> None:
-    """Each message when its audio would have been spoken, as a live agent sends it."""
-    start, sent = time.monotonic(), 0
-    for part in parts:
-        await asyncio.sleep(max(0.0, start + sent / RATE - time.monotonic()))
-        await voice.push(part)
-        sent += len(part)
-    await voice.end()
-
-
 @pytest.mark.parametrize("pattern", [(20,), (100,), UNEVEN_MS], ids=["20ms", "100ms", "uneven"])
 async def test_pushed_speech_moves_the_mouth_as_the_batch_render_does(server, jfk_pcm16, batch, pattern):
-    viewer = AvatarViewer(server.url)
-    await viewer.connect()
-    await viewer.record_events()
-    agent = AgentClient(server.url, viewer.session_id)
-    try:
-        await viewer.wait_frames(25)
+    async with watched_agent(server.url) as (viewer, agent):
         voice = await agent.open_audio(RATE)
-        await push_in_real_time(voice, pieces(jfk_pcm16, pattern))
+        await push_paced(voice, pieces(jfk_pcm16, RATE, pattern), RATE)
+        await voice.end()
         started = await viewer.wait_event("speak_started", 10)
         ended = await viewer.wait_event("speak_ended", 20)
         await asyncio.sleep(0.5)
@@ -95,9 +72,6 @@ async def test_pushed_speech_moves_the_mouth_as_the_batch_render_does(server, jf
         assert abs(live.lag_ms) <= 80, f"live {live}, file {file}"
         assert live.best >= file.best - SEEDS, f"live {live}, file {file}"
         await voice.close()
-    finally:
-        await agent.close()
-        await viewer.close()
 
 
 def test_the_measure_finds_a_known_lag():

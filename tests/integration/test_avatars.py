@@ -1,12 +1,18 @@
 """Avatar upload over HTTP: good portraits become avatars; bad files get a clear 4xx."""
 
+import asyncio
 import io
+import time
 
 import aiohttp
 import cv2
 import numpy as np
 import pytest
 import skimage.data
+
+from avatar_client import AvatarViewer
+from testkit.lipsync import opening
+from testkit.server import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -107,12 +113,6 @@ SENTENCE = "Bob bought a big map. Papa, pass me a warm apple pie, please, and op
 async def mouth_spread(url: str, avatar: str) -> tuple[float, float]:
     """The std of the mouth's opening (eye distances, mediapipe at the client) over 2 s of
     silence, then while it says SENTENCE through /speak."""
-    import asyncio
-    import time
-
-    from avatar_client import AvatarViewer
-    from testkit.lipsync import opening
-
     viewer = AvatarViewer(url, avatar=avatar)
     await viewer.connect()
     await viewer.record_events()
@@ -138,8 +138,6 @@ async def test_an_uploaded_closed_lip_photo_talks_as_the_default_does(server):
     """A closed-lip official portrait, the face small in a tall frame: before its lips parted to
     the default's rest gap it read 0.0076 eye distances of spread saying jfk.flac, a fifth of the
     default's (issue 59's judge: 0.0066 on its closed-lip upload)."""
-    from testkit.server import ROOT
-
     status, body = await upload(server.url, (ROOT / "tests/fixtures/portraits/small-face-large-frame.jpg").read_bytes())
     assert status == 201, body
     idle, speaking = await mouth_spread(server.url, body["avatar_id"])

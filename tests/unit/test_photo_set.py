@@ -7,7 +7,7 @@ from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR
 from engine.families.portrait.mouth_interior import LUMA, chroma, colourfulness
 from engine.families.portrait.renderer import PortraitRenderer
-from engine.families.portrait.rig import REST_GAP, FaceRig
+from engine.families.portrait.rig import DRAWN_JAW, RELEASE_RATE, REST_GAP, FaceRig
 from training.portrait.photo_set import PHOTOS, idle_track, measure, photo, speech_track
 
 pytestmark = pytest.mark.unit
@@ -49,7 +49,7 @@ def test_shut_lips_part_to_the_rest_gap_and_a_parted_photo_keeps_its_own():
     closed, default = FaceRig(photo(CLOSED_LIPS).landmarks), FaceRig(photo(DEFAULT_AVATAR).landmarks)
     assert np.abs(default.part).max() == 0  # the default's own gap (0.163) is past REST_GAP
     assert _inner_gap(closed, 0.0) <= 0.01  # silence: shut
-    released = 0.1 + 1 / 2.5 / 1.3  # SHUT + where the closure has fully released (drawn jaw 0.4)
+    released = motion.SHUT + 1 / RELEASE_RATE / DRAWN_JAW  # where the closure has fully released
     open_closed, open_default = _inner_gap(closed, released), _inner_gap(default, released)
     assert open_closed >= REST_GAP  # and then some: the jaw's own drop
     assert abs(open_closed - open_default) < 0.02  # in mouth widths: the same mouth on both faces
