@@ -88,8 +88,9 @@ async def test_health_and_page(server):
                 assert f'data-testid="{testid}"' in page
         async with http.get(server.url + "/web/avatar-client.js") as res:
             assert res.status == 200 and "class AvatarClient" in await res.text()
-        async with http.get(server.url + "/static/../server/app.py") as res:
-            assert res.status in (403, 404)
+        for escape in ("/static/../server/app.py", "/web/../server/app.py", "/web/%2e%2e/server/app.py"):
+            async with http.get(server.url + escape) as res:
+                assert res.status in (403, 404), escape
 
 
 def test_server_process_never_imports_torch():

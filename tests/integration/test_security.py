@@ -299,10 +299,20 @@ async def test_other_sites_pages_and_rebinding_hosts_cannot_drive_the_api(guarde
         async with http.post(guarded.url + "/v1/sessions", data='{"sdp": "x", "type": "offer"}',
                              headers={**evil, "Content-Type": "text/plain"}) as res:
             assert (res.status, (await res.json())["error"]["code"]) == (403, "origin_not_allowed")
+        # its preflight is answered so its page can read the refusal; the request itself is refused
+        # before any handler, and the list of avatars does not grow
+        async with http.options(guarded.url + "/v1/avatars", headers={
+                **evil, "Access-Control-Request-Method": "POST"}) as res:
+            assert res.status == 204 and res.headers["Access-Control-Allow-Origin"] == evil["Origin"]
+        async with http.get(guarded.url + "/v1/avatars") as res:
+            before = await res.json()
         form = aiohttp.FormData()
         form.add_field("image", b"\x89PNG", filename="a.png", content_type="image/png")
         async with http.post(guarded.url + "/v1/avatars", data=form, headers=evil) as res:
-            assert res.status == 403
+            assert res.status == 403 and (await res.json())["error"]["code"] == "origin_not_allowed"
+            assert res.headers["Access-Control-Allow-Origin"] == evil["Origin"]
+        async with http.get(guarded.url + "/v1/avatars") as res:
+            assert await res.json() == before
         async with http.post(guarded.url + "/v1/sessions/x/interrupt", headers={"Sec-Fetch-Site": "cross-site"}) as res:
             assert res.status == 403
         async with http.post(guarded.url + "/v1/sessions/x/interrupt", headers={"Origin": guarded.url}) as res:
