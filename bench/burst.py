@@ -32,7 +32,7 @@ from testkit.server import ServerProcess  # noqa: E402
 async def free_slots(url: str) -> list[int]:
     async with aiohttp.ClientSession() as http:
         async with http.get(url + "/healthz") as res:
-            return [w["free_slots"] for w in (await res.json())["workers"]]
+            return [w["free_frame_slots"] for w in (await res.json())["workers"]]
 
 
 async def unconnected(url: str, http: aiohttp.ClientSession) -> str | None:

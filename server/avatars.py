@@ -5,6 +5,10 @@ decoded and analysed by the face mesh in a helper process, so neither a large im
 nor the model ever runs on the event loop. Video uploads arrive on disk (they can be
 200 MB) and are prepared by their own helper process (video_avatars.py); a prepared
 avatar of either kind is a file in the folder, so it survives a restart.
+
+Every upload gets its own id, even of a file uploaded before: whoever deletes their
+avatar deletes no one else's. A clip already prepared is not prepared again: its
+prepared file is linked under the new id.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import asyncio
 import contextlib
 import io
 import logging
+import os
+import secrets
+import shutil
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -60,6 +67,7 @@ class AvatarStore:
         self._turn = asyncio.Lock()
         self._receiving = 0  # clips being written to disk now
         self._settling: set[asyncio.Task] = set()  # held: the loop keeps only weak references
+        self._prepared: dict[str, str] = {}  # a clip's digest -> a ready video avatar prepared from it
 
     def path(self, avatar_id: object) -> Path:
         if isinstance(avatar_id, str) and avatar_id in self.preparing:
@@ -87,6 +95,10 @@ class AvatarStore:
             raise ApiError(409, "too_many_avatars", f"{self.limit} avatars are stored (max_avatars); "
                            "DELETE /v1/avatars/{id} one first")
 
+    @staticmethod
+    def new_id() -> str:
+        return secrets.token_hex(8)
+
     async def add(self, data: bytes) -> str:
         check_image_header(data)
         async with self._turn:  # the cap is checked in turn: concurrent uploads cannot overshoot it
@@ -102,7 +114,7 @@ class AvatarStore:
 
     async def _analyse(self, data: bytes) -> str:
         """The photo prepared by the helper process."""
-        return await self._helper.run(prepare_upload, data, str(self.folder))
+        return await self._helper.run(prepare_upload, data, str(self.folder), self.new_id())
 
     @contextlib.contextmanager
     def receiving(self) -> Iterator[None]:
@@ -122,37 +134,39 @@ class AvatarStore:
         return self.folder / f"{token}{UPLOAD_SUFFIX}"
 
     async def add_video(self, clip: Path, digest: str) -> dict:
-        """Start preparing an uploaded clip (already on disk, named by upload_path); 422 if the
-        quick check refuses it. A clip prepared or preparing already is not done twice. The
-        check runs outside the store's turn: photo uploads do not wait behind a slow clip."""
-        async with self._turn:  # in turn: the same clip uploaded twice at once is prepared once
-            known = self.preparing.get(digest)
-            if digest in self.paths or (known and known.status == "preparing"):
-                clip.unlink(missing_ok=True)
-                return self.describe(digest)
+        """Start preparing an uploaded clip (already on disk, named by upload_path) as a new
+        avatar; 422 if the quick check refuses it. The check runs outside the store's turn:
+        photo uploads do not wait behind a slow clip."""
+        avatar_id = self.new_id()
+        async with self._turn:  # the cap is checked in turn: concurrent uploads cannot overshoot it
             self._check_room()
+            if (same := self.paths.get(self._prepared.get(digest, ""))) is not None:
+                clip.unlink(missing_ok=True)
+                self.paths[avatar_id] = await _own_copy(same, self.folder / f"{avatar_id}{CLIP_SUFFIX}")
+                return self.describe(avatar_id)
             if sum(p.status == "preparing" for p in self.preparing.values()) >= MAX_PREPARING:
                 clip.unlink(missing_ok=True)
                 raise ApiError(429, "busy_preparing", f"{MAX_PREPARING} clips are being prepared; try again "
                                "when one is ready", {"Retry-After": "30"})
-            prep = self.preparing[digest] = Preparation(digest, clip)  # holds its place while checked
+            prep = self.preparing[avatar_id] = Preparation(avatar_id, clip)  # holds its place while checked
         try:
             await video_avatars.start(prep, self.folder, self.size)  # on a 422 it has removed the clip
         except BaseException:
-            if self.preparing.get(digest) is prep:
-                del self.preparing[digest]
+            if self.preparing.get(avatar_id) is prep:
+                del self.preparing[avatar_id]
             raise
-        task = asyncio.get_running_loop().create_task(self._settle(prep))
+        task = asyncio.get_running_loop().create_task(self._settle(prep, digest))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
         return prep.describe()
 
-    async def _settle(self, prep: Preparation) -> None:
+    async def _settle(self, prep: Preparation, digest: str) -> None:
         """Once a preparation ends: a ready avatar joins the store, a failed one is remembered."""
         await prep.done.wait()
         path = self.folder / f"{prep.avatar_id}{CLIP_SUFFIX}"
         if prep.status == "ready" and path.exists() and self.preparing.get(prep.avatar_id) is prep:
             self.paths[prep.avatar_id] = path
+            self._prepared[digest] = prep.avatar_id
             del self.preparing[prep.avatar_id]
         failed = [a for a, p in self.preparing.items() if p.status == "failed"]
         for old in failed[:-FAILED_KEPT]:
@@ -174,10 +188,20 @@ class AvatarStore:
             raise ApiError(404, "unknown_avatar", f"no avatar '{avatar_id}'")
         for file in (path, cache_path(path), scene_path(path)):
             file.unlink(missing_ok=True)
+        self._prepared = {d: a for d, a in self._prepared.items() if a != avatar_id}
 
     async def close(self) -> None:
         await asyncio.gather(*(video_avatars.stop(p) for p in self.preparing.values()), return_exceptions=True)
         self._helper.close()
+
+
+async def _own_copy(source: Path, target: Path) -> Path:
+    """A prepared file under another name: a hard link (instant), or a copy where links fail."""
+    try:
+        os.link(source, target)
+    except OSError:
+        await asyncio.to_thread(shutil.copyfile, source, target)
+    return target
 
 
 def _current(path: Path) -> bool:

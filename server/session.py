@@ -228,6 +228,7 @@ class Session:
         if self.closed.is_set():
             return
         self.closed.set()
+        self.utterances.end()  # every utterance's sequence finishes, before the sockets close
         log.info("session %s ended after %.1f s: %d frames played, %d held", self.id,
                  time.monotonic() - self.monitor.created, self.playout.stats.played, self.playout.stats.held)
         self.speech.close()  # producers waiting for queue space give up

@@ -51,7 +51,7 @@ async def start(prep: Preparation, folder: Path, size: int) -> None:
     nice = ["nice", "-n", str(NICE)] if shutil.which("nice") else []  # (preexec_fn is unsafe with threads)
     prep.process = await asyncio.create_subprocess_exec(
         *nice, sys.executable, "-m", "engine.runtime.prepare", str(prep.clip), "--folder", str(folder),
-        "--size", str(size), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        "--size", str(size), "--id", prep.avatar_id, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL, env=_helper_env())
     try:
         first = await asyncio.wait_for(next_message(prep.process), CHECK_TIMEOUT_S)

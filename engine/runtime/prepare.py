@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("clip", type=Path)
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--size", type=int, default=512)
+    parser.add_argument("--id", help="the prepared avatar's id (default: a digest of the clip)")
     args = parser.parse_args(argv)
     limit_resources()
 
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         quick_check(args.clip)
         say(checked=True)
         avatar_id = prepare_clip(args.clip, args.folder, model_motion, args.size,
-                                 lambda share, stage: say(progress=round(share, 3), stage=stage))
+                                 lambda share, stage: say(progress=round(share, 3), stage=stage), args.id)
     except ClipError as exc:
         say(error=exc.code, reason=str(exc))
         raise SystemExit(2) from None

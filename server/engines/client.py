@@ -76,7 +76,7 @@ class WorkerHandle:
 
     def describe(self) -> dict[str, object]:
         return {"index": self.index, "pid": self.process.pid, "host": socket.gethostname(),
-                "sessions": len(self.sessions), "free_slots": len(self.free)}
+                "sessions": len(self.sessions), "free_frame_slots": len(self.free)}  # frames, not sessions
 
     def send(self, message: object) -> None:
         try:

@@ -32,7 +32,7 @@ from media.h264 import add_live_streams
 
 TICK = struct.Struct("<IBII")
 RAW, UNIT = 0, 1
-REASONS = {errno.ECONNREFUSED: "refused", errno.ETIMEDOUT: "timeout", errno.EHOSTUNREACH: "unreachable",
+REASONS = {errno.ECONNREFUSED: "connection_refused", errno.ETIMEDOUT: "timeout", errno.EHOSTUNREACH: "unreachable",
            errno.ENETUNREACH: "unreachable", errno.ECONNRESET: "dropped", errno.EPIPE: "dropped",
            errno.EIO: "dropped"}
 

@@ -190,7 +190,7 @@ def _same_origin(a: str, b: str) -> bool:
 
 def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
     if isinstance(exc.os_error, ConnectionRefusedError):
-        return "refused"
+        return "connection_refused"  # nothing listens there; "refused" is an answer, with its status
     if isinstance(exc.os_error, TimeoutError):
         return "timeout"
     return "unreachable"

@@ -45,6 +45,9 @@ async def avatars_add(request: web.Request) -> web.Response:
                 described = await server.avatars.add_video(clip, digest)
             return web.json_response(described, status=200 if described["status"] == "ready" else 202)
         data = await _read_image(part)
+    elif request.content_type == "application/x-www-form-urlencoded":  # an HTML form without enctype
+        raise ApiError(400, "bad_upload", "a form's fields but no file: send the file as multipart/form-data "
+                       "(field 'image' or 'video'), or the image itself as the body")
     else:
         data = await read_body(request, MAX_UPLOAD_BYTES, code="image_too_large")
     return web.json_response({"avatar_id": await server.avatars.add(data)}, status=201)
@@ -96,7 +99,8 @@ async def _read_image(part: BodyPartReader) -> bytes:
 
 
 async def _save_video(part: BodyPartReader, path: Path) -> tuple[Path, str]:
-    """Stream the clip to disk (never all in memory), hashing it on the way: its digest is its id."""
+    """Stream the clip to disk (never all in memory), hashing it on the way: its digest finds a
+    clip prepared before."""
     digest, size = hashlib.sha256(), 0
     try:
         with open(path, "wb") as out:  # writes of 64 kB: the page cache takes them without a wait

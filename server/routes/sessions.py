@@ -143,7 +143,7 @@ async def whep_create(request: web.Request) -> web.Response:
 @routes.delete("/whep/{id}")
 async def whep_delete(request: web.Request) -> web.Response:
     await _session(request).close()
-    return web.Response(status=200)
+    return web.Response(status=200)  # WHEP's own answer to a DELETE, as its clients expect
 
 
 async def _sdp_offer(request: web.Request) -> str:
@@ -157,8 +157,9 @@ async def _client_message(session: Session, ws: web.WebSocketResponse, data: str
     try:
         message = parse_json(data, code="bad_message")
         kind = message.get("type") if isinstance(message, dict) else None
-        if kind == "speak":
-            session.utterances.speak(_text_field(message))
+        if kind == "speak":  # answered as the agent socket answers audio: with the utterance's id
+            utterance_id = session.utterances.speak(_text_field(message))
+            await ws.send_json(event(session.id, "utterance", utterance_id=utterance_id))
         elif kind in INTERRUPTS:
             session.utterances.interrupt()
         else:

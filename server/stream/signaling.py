@@ -44,6 +44,17 @@ def validate_offer(body: dict) -> str:
     return sdp
 
 
+def sends_audio(sdp: str) -> bool:
+    """Whether an offer's audio section sends (its direction is sendrecv, sendonly, or unsaid)."""
+    for section in sdp.split("\nm=")[1:]:
+        if section.startswith("audio"):
+            said = {line.strip() for line in section.splitlines()} & {"a=recvonly", "a=inactive"}
+            port = section.split()[1] if len(section.split()) > 1 else "0"
+            if not said and port != "0":
+                return True
+    return False
+
+
 def peer_connection(config: ServerConfig) -> RTCPeerConnection:
     servers = [RTCIceServer(urls=list(config.ice_servers), username=config.ice_username or None,
                             credential=config.ice_credential or None)] if config.ice_servers else []
@@ -68,6 +79,9 @@ async def answer(pc: RTCPeerConnection, sdp: str, video: AvatarVideoTrack, audio
     for attribute, why in REQUIRED:
         if f"a={attribute}:" not in sdp:
             raise ApiError(400, "bad_sdp", f"the offer has no 'a={attribute}' line: {why}")
+    if hear and not sends_audio(sdp):
+        raise ApiError(400, "no_microphone", "this mode listens to the microphone, and the offer sends no audio: "
+                       "offer an audio transceiver 'sendrecv' (or 'sendonly'), or use mode 'tts'")
     video_tx = pc.addTransceiver(video, direction="sendonly")
     limit_resends(video_tx.sender, video.bitrate)
     relay_keyframe_requests(video_tx.sender, video.keyframe_wanted)

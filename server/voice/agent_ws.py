@@ -12,6 +12,7 @@ LiveKit's avatar protocol reports), so an agent needs no second socket to pace i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING, Protocol
 
@@ -44,6 +45,7 @@ MAX_MESSAGE_BYTES = int(MAX_RATE * 2 * MAX_MESSAGE_S)  # larger frames close the
 MAX_MESSAGES_PER_S = 500  # a flood of tiny messages is read at this pace, not resampled at any rate
 INTERRUPTS = ("interrupt", "clear_buffer")  # ours, and LiveKit's name for it
 PLAYBACK = ("playback_started", "playback_finished")
+CLOSE_GRACE_S = 2.0  # a session's end waits this long, at most, for its last events to reach the agent
 
 
 def parse_rate(request: web.Request) -> int:
@@ -61,9 +63,9 @@ async def serve_agent_audio(session: AgentSession, request: web.Request, rate: i
     ws = web.WebSocketResponse(heartbeat=20, max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
     resample, utterance, budget = MonoResampler(SAMPLE_RATE), None, RateLimit(MAX_MESSAGES_PER_S)
-    closer = asyncio.ensure_future(_close_with(session, ws))
     events, mine = session.hub.subscribe(), set[str]()  # mine: this socket's utterances
     reporter = asyncio.ensure_future(_report_playback(events, ws, mine))
+    closer = asyncio.ensure_future(_close_with(session, ws, reporter))
     try:
         async for msg in ws:
             if session.closed.is_set():
@@ -95,9 +97,12 @@ async def _report_playback(events: asyncio.Queue, ws: web.WebSocketResponse, min
             await ws.send_json(message)
 
 
-async def _close_with(session: AgentSession, ws: web.WebSocketResponse) -> None:
-    """The socket ends with its session (deleted, failed or the server stopping)."""
+async def _close_with(session: AgentSession, ws: web.WebSocketResponse, reporter: asyncio.Future) -> None:
+    """The socket ends with its session (deleted, failed or the server stopping), once it
+    has told the agent how its utterances finished (the reporter ends with the events)."""
     await session.closed.wait()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(asyncio.shield(reporter), CLOSE_GRACE_S)
     await ws.close(code=1001, message=b"session ended")
 
 
@@ -130,7 +135,7 @@ async def _audio(session: AgentSession, ws: web.WebSocketResponse, resample: Mon
         return utterance
     if utterance is None:
         utterance = session.utterances.open_live()
-        await ws.send_json({"type": "utterance", "utterance_id": utterance})
+        await ws.send_json(event(session.id, "utterance", utterance_id=utterance))
     pcm = resample.pcm(np.frombuffer(data, "<i2"), rate)
     if len(pcm) and not await session.utterances.push_audio(utterance, pcm):
         return None  # interrupted meanwhile: the next chunk starts a new utterance

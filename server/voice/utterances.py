@@ -7,10 +7,11 @@ audio is queued in the SpeechQueue, rendered, and played; the playout's marks sa
 it starts and ends. `interrupt` is the one signal that stops them all: it cancels the
 sources, empties the queue, and mutes frames already rendered with that audio.
 
-Besides our own events (speak_started, speak_ended, interrupted), each utterance reports
-`playback_started` and `playback_finished {position_ms, interrupted}` with the meaning of
-LiveKit's avatar protocol: the first frame of its audio played, and the last one (or where
-it was cut): one of each per utterance, and a finish even for one cut before it played.
+Every utterance id given out has one sequence of events (docs/api.md, "Utterances"):
+`speak_started` and `playback_started` once its first frame plays (never for one cut
+before it played), `interrupted {played_ms}` if it is cut (by an interrupt or by its
+session's end), then always `speak_ended {interrupted}` and `playback_finished
+{position_ms, interrupted}` (LiveKit's avatar protocol's meaning), once each.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from media.clock import SAMPLE_RATE
+from media.clock import FRAME_MS, SAMPLE_RATE
 from server.errors import ApiError
 from server.events import EventHub
 from server.stream.playout import Playout
@@ -55,10 +56,6 @@ class Utterance:
     played: int | None = None  # frames played since its start mark; None before or after
     playing: asyncio.Event = field(default_factory=asyncio.Event)  # set at its start mark
 
-    @property
-    def settled(self) -> bool:
-        return self.producer is None and not self.live and self.played is None and self.text is None
-
 
 class Utterances:
     """See the module docstring."""
@@ -68,15 +65,8 @@ class Utterances:
                  closed: asyncio.Event, max_queued: int, on_interrupt: Callable[[int], None] | None = None):
         self.session_id, self.speech, self.playout, self.hub, self.tts = session_id, speech, playout, hub, tts
         self.spawn, self.closed, self.max_queued, self.on_interrupt = spawn, closed, max_queued, on_interrupt
-        self._all: dict[str, Utterance] = {}  # by id; dropped once settled
+        self._all: dict[str, Utterance] = {}  # by id, from its id to its speak_ended
         self._heard: deque[str] = deque(maxlen=8)  # the latest utterances whose audio began to play
-
-    def _get(self, utterance_id: str) -> Utterance:
-        return self._all.setdefault(utterance_id, Utterance())
-
-    def _tidy(self, utterance_id: str) -> None:
-        if (u := self._all.get(utterance_id)) is not None and u.settled:
-            del self._all[utterance_id]
 
     def speak(self, text: str) -> str:
         """Speak `text` sentence by sentence; returns the utterance id."""
@@ -84,13 +74,13 @@ class Utterances:
             raise ApiError(429, "speech_queue_full", f"this session already has {self.max_queued} utterances "
                            "waiting (max_queued_utterances); wait for speak_ended or interrupt")
         utterance_id = new_utterance_id()
-        self._get(utterance_id).text = text
+        self._all[utterance_id] = Utterance(text=text)
         self.produce(utterance_id, self.speak_sentences(utterance_id, split_stream(text)))
         return utterance_id
 
     def produce(self, utterance_id: str, producer: Coroutine[Any, Any, None]) -> None:
         """Run a coroutine that pushes an utterance's audio; it is cancelled by `interrupt`."""
-        self._get(utterance_id).producer = self.spawn(self._run_producer(utterance_id, producer))
+        self._all.setdefault(utterance_id, Utterance()).producer = self.spawn(self._run_producer(utterance_id, producer))
 
     async def _run_producer(self, utterance_id: str, producer: Coroutine[Any, Any, None]) -> None:
         try:
@@ -104,7 +94,6 @@ class Utterances:
             still_ours = u is not None and u.producer is not None
             if u is not None:
                 u.producer = None
-                self._tidy(utterance_id)
         if still_ours and not self.closed.is_set():
             self.speech.finish(utterance_id)
 
@@ -127,7 +116,7 @@ class Utterances:
     def open_live(self) -> str:
         """An utterance fed by pushed audio (the agent socket); `push_audio` and `end_live` follow."""
         utterance_id = new_utterance_id()
-        self._get(utterance_id).live = True
+        self._all[utterance_id] = Utterance(live=True)
         return utterance_id
 
     def mirror(self, pcm48: np.ndarray) -> None:
@@ -146,7 +135,6 @@ class Utterances:
         u = self._all.get(utterance_id)
         if u is not None and u.live:
             u.live = False
-            self._tidy(utterance_id)
             self.speech.finish(utterance_id)
 
     def heard(self, utterance_id: str) -> bool:
@@ -156,31 +144,41 @@ class Utterances:
     def played_ms(self, utterance_id: str) -> int | None:
         """How much of the utterance has played, while it plays; None before and after."""
         u = self._all.get(utterance_id)
-        return None if u is None or u.played is None else u.played * 40
+        return None if u is None or u.played is None else u.played * FRAME_MS
 
     @property
     def speaking(self) -> bool:
-        active = any(u.producer or u.live or u.played is not None for u in self._all.values())
-        return active or bool(self.speech.buffered)
+        return bool(self._all) or bool(self.speech.buffered)
 
     def interrupt(self) -> list[str]:
         """Cancel all speech now: its source, queued audio, and audio already rendered."""
-        active = {i for i, u in self._all.items() if u.producer or u.live or u.played is not None}
-        cancelled = active | set(self.speech.cancel())
-        cancelled.discard(MIRROR)
-        self.playout.mute(list(cancelled))  # before the producers' finally blocks: no end marks
+        cancelled = self._cut()
+        if self.on_interrupt and cancelled:
+            self.on_interrupt(len(cancelled))
+        return cancelled
+
+    def end(self) -> None:
+        """The session ends: what is still to be spoken is cut, and every sequence finished."""
+        self._cut()
+
+    def _cut(self) -> list[str]:
+        cancelled = sorted((set(self._all) | set(self.speech.cancel())) - {MIRROR})
+        self.playout.mute(cancelled)  # before the producers' finally blocks: no end marks
         for u in self._all.values():
             if u.producer:
                 u.producer.cancel()
             u.producer, u.live = None, False
-        if self.on_interrupt and cancelled:
-            self.on_interrupt(len(cancelled))
         for utterance_id in cancelled:
-            u = self._all.pop(utterance_id, Utterance())
-            self.hub.emit("interrupted", utterance_id=utterance_id, played_ms=(u.played or 0) * 40)
-            self.hub.emit("playback_finished", utterance_id=utterance_id, position_ms=(u.played or 0) * 40,
-                          interrupted=True)
-        return sorted(cancelled)
+            self._finished(utterance_id, self._all.pop(utterance_id, Utterance()).played or 0, cut=True)
+        return cancelled
+
+    def _finished(self, utterance_id: str, played: int, cut: bool) -> None:
+        """The end of every utterance's sequence: played through, or cut after `played` frames."""
+        played_ms = played * FRAME_MS
+        if cut:
+            self.hub.emit("interrupted", utterance_id=utterance_id, played_ms=played_ms)
+        self.hub.emit("speak_ended", utterance_id=utterance_id, interrupted=cut)
+        self.hub.emit("playback_finished", utterance_id=utterance_id, position_ms=played_ms, interrupted=cut)
 
     def on_marks(self, marks: list[Mark], utterances: list[str]) -> None:
         """The playout played a frame of `utterances`, with these start and end marks."""
@@ -188,8 +186,10 @@ class Utterances:
             if (u := self._all.get(utterance_id)) is not None and u.played is not None:
                 u.played += 1
         for mark in marks:
-            if mark.kind == "start" and mark.utterance_id not in self.playout.muted:
-                u = self._get(mark.utterance_id)
+            u = self._all.get(mark.utterance_id)
+            if u is None or mark.utterance_id in self.playout.muted:
+                continue  # cut: its sequence is finished already
+            if mark.kind == "start":
                 u.played, text, u.text = 0, u.text, None
                 u.playing.set()
                 self._heard.append(mark.utterance_id)
@@ -198,10 +198,6 @@ class Utterances:
                 if text:
                     self.hub.emit("transcript", role="avatar", text=text, final=True,
                                   utterance_id=mark.utterance_id)
-            elif mark.kind == "end" and (u := self._all.get(mark.utterance_id)) is not None \
-                    and u.played is not None:
-                played, u.played = u.played, None
-                self._tidy(mark.utterance_id)
-                self.hub.emit("speak_ended", utterance_id=mark.utterance_id)
-                self.hub.emit("playback_finished", utterance_id=mark.utterance_id, position_ms=played * 40,
-                              interrupted=False)
+            elif mark.kind == "end" and u.played is not None:
+                del self._all[mark.utterance_id]
+                self._finished(mark.utterance_id, u.played, cut=False)

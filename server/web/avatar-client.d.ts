@@ -20,9 +20,10 @@ export interface AvatarClientOptions {
 }
 
 export interface AvatarEventMap {
-  first_frame: CustomEvent<{ ttff_ms: number; server_ttff_ms: number | null }>;
+  first_frame: CustomEvent<{ session_id: string; t: number; ttff_ms: number; server_ttff_ms: number | null }>;
   speak_started: CustomEvent<{ utterance_id: string; t: number }>;
-  speak_ended: CustomEvent<{ utterance_id: string; t: number }>;
+  /** Every accepted utterance ends with one: played through, or cut (`interrupted`). */
+  speak_ended: CustomEvent<{ utterance_id: string; interrupted: boolean; t: number }>;
   interrupted: CustomEvent<{ utterance_id: string; played_ms: number; t: number }>;
   transcript: CustomEvent<{ role: "user" | "avatar"; text: string; final: boolean; t: number }>;
   stats: CustomEvent<{
@@ -42,7 +43,10 @@ export declare class AvatarClient extends EventTarget {
   readonly sessionId: string | null;
   readonly firstFrameMs: number | null;
   connect(video: HTMLVideoElement): Promise<void>;
+  /** Resolves with the utterance id once the server accepted the text, before it plays. */
   speak(text: string): Promise<string>;
+  /** Resolves with the utterance's speak_ended (played through, or cut). */
+  spoken(utteranceId: string): Promise<{ utterance_id: string; interrupted: boolean; t: number }>;
   interrupt(): Promise<void>;
   startMicrophone(): Promise<void>;
   stopMicrophone(): Promise<void>;

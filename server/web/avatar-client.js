@@ -3,7 +3,8 @@
 //   import { AvatarClient } from "avatar-server-client";  // npm; or "https://your-server/web/avatar-client.js"
 //   const avatar = new AvatarClient({ baseUrl: "https://your-server" });
 //   await avatar.connect(document.querySelector("video"));
-//   await avatar.speak("Hello!");
+//   const id = await avatar.speak("Hello!");  // accepted (queued), not yet spoken
+//   await avatar.spoken(id);                    // its speak_ended: played through, or cut
 // Types: avatar-client.d.ts beside this file.
 
 /**
@@ -19,6 +20,7 @@
  */
 
 const STATS_PERIOD_MS = 1000;
+const ENDED_KEPT = 64;  // the latest utterances' speak_ended, for spoken() asked after the fact
 
 export class AvatarClient extends EventTarget {
   /** @param {AvatarClientOptions} [options] */
@@ -49,6 +51,7 @@ export class AvatarClient extends EventTarget {
     /** Milliseconds from connect() to the first frame shown, once known. */
     this.firstFrameMs = null;
     this.serverFirstFrameMs = null;
+    /** @type {Map<string, object>} */ this._ended = new Map();
   }
 
   /**
@@ -70,9 +73,31 @@ export class AvatarClient extends EventTarget {
     }
   }
 
-  /** @param {string} text  @returns {Promise<string>} the utterance id */
+  /**
+   * Queue `text` to be spoken. Resolves with its utterance id as soon as the server has
+   * accepted it, before any of it plays: `speak_started` / `speak_ended` events carry that
+   * id, and `spoken(id)` waits for its end.
+   * @param {string} text  @returns {Promise<string>} the utterance id
+   */
   async speak(text) {
     return (await this._post("speak", { text })).utterance_id;
+  }
+
+  /**
+   * Resolves with an utterance's `speak_ended` detail (`interrupted`: whether it was cut)
+   * once it has played through or been cut; every accepted utterance gets one.
+   * @param {string} utteranceId  @returns {Promise<{utterance_id: string, interrupted: boolean}>}
+   */
+  spoken(utteranceId) {
+    if (this._ended.has(utteranceId)) return Promise.resolve(this._ended.get(utteranceId));
+    return new Promise((resolve) => {
+      const ended = (ev) => {
+        if (ev.detail.utterance_id !== utteranceId) return;
+        this.removeEventListener("speak_ended", ended);
+        resolve(ev.detail);
+      };
+      this.addEventListener("speak_ended", ended);
+    });
   }
 
   async interrupt() {
@@ -221,8 +246,14 @@ export class AvatarClient extends EventTarget {
         return;
       }
       if (event.type === "stats") Object.assign(event, this._clientStats || {});
+      if (event.type === "speak_ended") this._remember(event);
       this._emit(event.type, event);
     };
+  }
+
+  _remember(ended) {
+    this._ended.set(ended.utterance_id, ended);
+    if (this._ended.size > ENDED_KEPT) this._ended.delete(this._ended.keys().next().value);
   }
 
   _startStats() {
@@ -252,7 +283,10 @@ export class AvatarClient extends EventTarget {
     const video = this._video;
     const shown = () => {
       this.firstFrameMs = performance.now() - this._connectStarted;
-      this._emit("first_frame", { type: "first_frame", ttff_ms: Math.round(this.firstFrameMs), server_ttff_ms: this.serverFirstFrameMs });
+      this._emit("first_frame", {
+        type: "first_frame", session_id: this.sessionId, t: Date.now() / 1000,  // t: this page's clock
+        ttff_ms: Math.round(this.firstFrameMs), server_ttff_ms: this.serverFirstFrameMs,
+      });
     };
     if ("requestVideoFrameCallback" in video) video.requestVideoFrameCallback(shown);
     else video.addEventListener("loadeddata", shown, { once: true });

@@ -61,6 +61,36 @@ async def test_bad_uploads_are_refused_clearly(server, data, status, code):
     assert body["error"]["code"] == code and len(body["error"]["message"]) > 10
 
 
+async def test_the_same_photo_uploaded_twice_is_two_avatars_each_deleted_alone(server):
+    """Two people uploading the same photo get two ids: one DELETE removes one of them."""
+    photo = encode(skimage.data.astronaut()[10:, 5:])
+    (a, first), (b, second) = [await upload(server.url, photo) for _ in range(2)]
+    assert a == b == 201 and first["avatar_id"] != second["avatar_id"], (first, second)
+    async with aiohttp.ClientSession() as http:
+        async with http.delete(f"{server.url}/v1/avatars/{first['avatar_id']}") as res:
+            assert res.status == 204
+        async with http.get(f"{server.url}/v1/avatars/{second['avatar_id']}") as res:
+            assert res.status == 200 and (await res.json())["status"] == "ready"
+    viewer = AvatarViewer(server.url, avatar=second["avatar_id"])
+    await viewer.connect()
+    try:
+        await viewer.wait_frames(5)
+    finally:
+        assert await viewer.close() == 204
+
+
+@pytest.mark.parametrize("form", [
+    aiohttp.FormData({"name": "me"}),  # an HTML form without enctype="multipart/form-data"
+    aiohttp.FormData({"name": "me"}, default_to_multipart=True),  # multipart, but no file in it
+])
+async def test_a_form_without_a_file_is_told_to_send_one(server, form):
+    async with aiohttp.ClientSession() as http:
+        async with http.post(server.url + "/v1/avatars", data=form) as res:
+            body = await res.json()
+            assert res.status == 400 and body["error"]["code"] == "bad_upload", body
+    assert "'image'" in body["error"]["message"] and "'video'" in body["error"]["message"], body
+
+
 async def test_truncated_jpeg_is_refused(server):
     data = encode(skimage.data.astronaut())
     got, body = await upload(server.url, data[: len(data) // 3])

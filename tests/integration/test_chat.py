@@ -98,7 +98,7 @@ async def test_user_talking_over_the_avatar_interrupts_it(chat_server, question_
 
 
 async def test_chat_without_an_llm_says_so(server):
-    viewer = AvatarViewer(server.url, mode="chat")
+    viewer = AvatarViewer(server.url, mode="chat", microphone=str(speech_wav("quiet.wav", silence(5))))
     await viewer.connect()
     try:
         ws = await viewer.events()
@@ -108,6 +108,17 @@ async def test_chat_without_an_llm_says_so(server):
         await ws.close()
     finally:
         await viewer.close()
+
+
+@pytest.mark.parametrize("mode", ["chat", "mirror"])
+async def test_a_mode_that_listens_refuses_an_offer_that_sends_no_audio(server, mode):
+    """A receive-only audio offer would make a session that never hears anything: refused, saying why."""
+    viewer = AvatarViewer(server.url, mode=mode)  # no microphone: its audio transceiver is recvonly
+    with pytest.raises(RuntimeError) as refused:
+        await viewer.connect()
+    assert "400" in str(refused.value) and "no_microphone" in str(refused.value), refused.value
+    assert "'tts'" in str(refused.value)
+    await viewer.close()
 
 
 def grid_words(clip: str, first: int, last: int) -> np.ndarray:
@@ -126,7 +137,10 @@ async def answered(url: str, wav: Path) -> tuple[list[dict], list[dict], list[st
     await viewer.connect()
     events = await viewer.record_events()
     try:
-        await viewer.wait_event("speak_ended", 30)  # an answer played to its end: the last one
+        after = 0.0
+        while (ended := await viewer.wait_event("speak_ended", 30, after=after))["interrupted"]:
+            after = ended["t"] + 1e-6  # one taken back: cut
+        # an answer played to its end: the last one
     finally:
         await viewer.close()
     pick = lambda kind: [e for e in events if e["type"] == kind]  # noqa: E731

@@ -68,7 +68,11 @@ async def test_a_clip_becomes_a_video_avatar_that_streams_and_survives_a_restart
         assert described["kind"] == "video" and described["status"] == "ready"
         assert not list(tmp_path.glob("*.upload")), "the uploaded clip is removed once prepared"
         code, again = await upload(server.url, clip, name="same-clip-again.mp4")
-        assert code == 200 and again == {**described, "default": False} | again  # by content: not redone
+        assert code == 200 and again["status"] == "ready", again  # found by its content: not redone
+        assert again["avatar_id"] != avatar_id, "each upload is its own avatar"
+        async with aiohttp.ClientSession() as http:
+            async with http.delete(f"{server.url}/v1/avatars/{again['avatar_id']}") as res:
+                assert res.status == 204  # and deleting it leaves the first one's
     with ServerProcess(env=env) as server:  # a restart: the prepared avatar is still there
         async with aiohttp.ClientSession() as http:
             async with http.get(server.url + "/v1/avatars") as res:
@@ -177,11 +181,13 @@ async def test_a_damaged_or_old_prepared_file_is_dropped_at_start_not_served(tmp
     assert not list(tmp_path.glob("*.clip.npz"))
 
 
-async def test_the_same_clip_uploaded_twice_at_once_becomes_one_avatar(tmp_path):
+async def test_the_same_clip_uploaded_twice_at_once_is_two_avatars_with_their_own_files(tmp_path):
     clip = person_clip(tmp_path / "twice.mp4", seed=7)
     folder = tmp_path / "avatars"
     with ServerProcess(env={"AVATAR_AVATARS_DIR": str(folder)}) as server:
         (a, first), (b, second) = await asyncio.gather(upload(server.url, clip), upload(server.url, clip))
-        assert a == b == 202 and first["avatar_id"] == second["avatar_id"], (first, second)
-        await wait_ready(server.url, first["avatar_id"])
-        assert [p.name for p in folder.iterdir()] == [f"{first['avatar_id']}.clip.npz"]
+        assert a == b == 202 and first["avatar_id"] != second["avatar_id"], (first, second)
+        for body in (first, second):
+            await wait_ready(server.url, body["avatar_id"])
+        assert sorted(p.name for p in folder.iterdir()) == sorted(
+            f"{body['avatar_id']}.clip.npz" for body in (first, second))

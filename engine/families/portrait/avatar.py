@@ -135,9 +135,9 @@ def decode_image(data: bytes) -> np.ndarray:
         raise NoFaceError(f"the file is not a readable PNG or JPEG image ({exc})") from None
 
 
-def save_prepared(portrait: Portrait, folder: Path) -> str:
-    """Write a prepared portrait and its landmarks; its id is a digest of the image."""
-    avatar_id = image_digest(portrait.image)
+def save_prepared(portrait: Portrait, folder: Path, avatar_id: str | None = None) -> str:
+    """Write a prepared portrait and its landmarks as `avatar_id` (default: a digest of the image)."""
+    avatar_id = avatar_id or image_digest(portrait.image)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{avatar_id}.png"
     cv2.imwrite(str(path), cv2.cvtColor(portrait.image, cv2.COLOR_RGB2BGR))
@@ -145,11 +145,11 @@ def save_prepared(portrait: Portrait, folder: Path) -> str:
     return avatar_id
 
 
-def prepare_upload(data: bytes, folder: str) -> str:
-    """Decode, crop, analyse and store an uploaded photo, and its surroundings for wide
-    streams (scene.py); runs in a helper process."""
+def prepare_upload(data: bytes, folder: str, avatar_id: str | None = None) -> str:
+    """Decode, crop, analyse and store an uploaded photo as `avatar_id` (default: a digest),
+    and its surroundings for wide streams (scene.py); runs in a helper process."""
     photo = decode_image(data)
     portrait, box = _prepared(photo, 512)
-    avatar_id = save_prepared(portrait, Path(folder))
+    avatar_id = save_prepared(portrait, Path(folder), avatar_id)
     save_scene(scene_path(Path(folder) / f"{avatar_id}.png"), photo, box)
     return avatar_id

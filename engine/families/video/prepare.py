@@ -47,12 +47,13 @@ def clip_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def prepare_clip(path: Path, folder: Path, drive: Drive, size: int = 512, progress: Progress | None = None) -> str:
-    """Prepare the clip at `path` into `folder/<id>.clip.npz` (id: a digest of the file) and
-    return the id; a clip prepared before is found by its digest and not redone. `drive`
+def prepare_clip(path: Path, folder: Path, drive: Drive, size: int = 512, progress: Progress | None = None,
+                 avatar_id: str | None = None) -> str:
+    """Prepare the clip at `path` into `folder/<id>.clip.npz` and return the id: `avatar_id`,
+    or a digest of the file, so a clip prepared before is found and not redone. `drive`
     makes the motion model's track of the clip's sound (engine.assembly.model_motion)."""
     report = progress or (lambda share, stage: None)
-    avatar_id = clip_digest(path)
+    avatar_id = avatar_id or clip_digest(path)
     target = folder / f"{avatar_id}{SUFFIX}"
     if target.exists() and is_current(target):  # another version's file, or a damaged one, is redone
         report(1.0, "ready")
