@@ -80,7 +80,8 @@ class Utterances:
 
     def produce(self, utterance_id: str, producer: Coroutine[Any, Any, None]) -> None:
         """Run a coroutine that pushes an utterance's audio; it is cancelled by `interrupt`."""
-        self._all.setdefault(utterance_id, Utterance()).producer = self.spawn(self._run_producer(utterance_id, producer))
+        task = self.spawn(self._run_producer(utterance_id, producer))
+        self._all.setdefault(utterance_id, Utterance()).producer = task
 
     async def _run_producer(self, utterance_id: str, producer: Coroutine[Any, Any, None]) -> None:
         try:
