@@ -173,6 +173,13 @@ class AvatarViewer:
             await asyncio.sleep(0.02)
         raise TimeoutError(f"no {kind} event; got {[e['type'] for e in self.seen]}")
 
+    async def wait_played(self, timeout: float = 30.0, after: float = 0.0) -> dict:
+        """The first `speak_ended` from `after` on of an utterance played to its end (cut ones
+        end with `speak_ended` too, `interrupted` true)."""
+        while (ended := await self.wait_event("speak_ended", timeout, after))["interrupted"]:
+            after = ended["t"] + 1e-6
+        return ended
+
     async def sent_fps(self, reports: int = 3) -> float:
         """Frames per second the server sent this viewer over its next `reports` stats events
         (needs record_events): what the viewer is given, however fast this process decodes."""

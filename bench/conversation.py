@@ -132,7 +132,7 @@ async def chat_reply(url: str, wav: Path, llm: FakeLLM) -> tuple[float, ...]:
     the turn the answer that played to its end answers: a turn ended too soon (a pause
     mid-sentence) is taken back, counted apart, and not the start of the wait."""
     async with Watch(url, mode="chat", microphone=str(wav)) as w:
-        done = await w.event("speak_ended")
+        done = await w.viewer.wait_played()
         seen = list(w.viewer.seen)
         started = next(e for e in seen if e["type"] == "speak_started" and e["utterance_id"] == done["utterance_id"])
         ends = [e for e in seen if e["type"] == "user_speech_ended" and e["t"] < started["t"]]
@@ -183,7 +183,7 @@ async def keep_talking(url: str) -> None:
         while True:
             asked = time.time()
             await w.viewer.post("speak", {"text": OTHERS_SAY})
-            await w.event("speak_ended", after=asked, timeout=60)
+            await w.viewer.wait_played(60, after=asked)
 
 
 async def with_others_speaking(url: str, others: int, wavs: list[Path], llm: FakeLLM) -> list[tuple[float, ...]]:

@@ -51,7 +51,7 @@ function wire(c) {
     if (s.latency_ms != null) $("s-lat").textContent = `${Math.round(s.latency_ms + s.queue_ms)} ms`;
   });
   c.addEventListener("speak_started", () => status("Speaking…"));
-  c.addEventListener("speak_ended", () => status("Listening"));
+  c.addEventListener("speak_ended", (e) => { if (!e.detail.interrupted) status("Listening"); });
   c.addEventListener("interrupted", () => status("Interrupted"));
   c.addEventListener("transcript", (e) => e.detail.final && addTranscript(e.detail.role, e.detail.text));
   c.addEventListener("error", (e) => status(e.detail.message, true));

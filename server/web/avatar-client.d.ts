@@ -25,9 +25,16 @@ export interface AvatarEventMap {
   /** Every accepted utterance ends with one: played through, or cut (`interrupted`). */
   speak_ended: CustomEvent<{ utterance_id: string; interrupted: boolean; t: number }>;
   interrupted: CustomEvent<{ utterance_id: string; played_ms: number; t: number }>;
-  transcript: CustomEvent<{ role: "user" | "avatar"; text: string; final: boolean; t: number }>;
+  playback_started: CustomEvent<{ utterance_id: string; t: number }>;
+  playback_finished: CustomEvent<{ utterance_id: string; position_ms: number; interrupted: boolean; t: number }>;
+  user_speech_started: CustomEvent<{ t: number }>;
+  user_speech_ended: CustomEvent<{ silence_ms: number; t: number }>;
+  broadcast_started: CustomEvent<{ url: string; target: string; t: number }>;
+  broadcast_error: CustomEvent<{ url: string; target: string; reason: string; retry_in_s: number; status?: number; t: number }>;
+  broadcast_stopped: CustomEvent<{ url: string; target: string; dropped_ticks?: number; t: number }>;
+  transcript: CustomEvent<{ role: "user" | "avatar"; text: string; final: boolean; utterance_id?: string; t: number }>;
   stats: CustomEvent<{
-    fps: number; queue_ms: number; av_offset_ms: number;
+    fps: number; fresh_fps: number; queue_ms: number; av_offset_ms: number; held: number; video_kbps: number;
     client_fps?: number; rtt_ms?: number | null; jitter_buffer_ms?: number | null; latency_ms?: number;
   }>;
   error: CustomEvent<{ code: string; message: string }>;

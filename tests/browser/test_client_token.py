@@ -23,9 +23,14 @@ EVERY_EXPORT = """async ([token, photo]) => {
   const client = new AvatarClient({ token, avatar: id });
   const started = new Promise((resolve) => client.addEventListener("speak_started", resolve, { once: true }));
   await client.connect(document.querySelector("video"));
-  await client.speak("Hello there, with a token.");
+  const first = await client.speak("Hi.");
+  seen.first = await client.spoken(first);  // played through
+  const second = await client.speak("Hello there, with a token, and a long sentence after it.");
   await started;
   await client.interrupt();
+  seen.second = await client.spoken(second);  // cut
+  seen.again = await client.spoken(first);  // asked after the fact
+  seen.ids = [first, second];
   await client.disconnect();
   seen.spoke = true;
   try {
@@ -65,6 +70,10 @@ async def test_every_exported_function_carries_the_token(token_page):
     seen = await token_page.evaluate(EVERY_EXPORT, [TOKEN, photo])
     assert "default" in seen["listed"]
     assert seen["ready"] == "ready" and seen["spoke"]
+    first, second = seen["ids"]
+    assert (seen["first"]["utterance_id"], seen["first"]["interrupted"]) == (first, False), seen
+    assert (seen["second"]["utterance_id"], seen["second"]["interrupted"]) == (second, True), seen
+    assert seen["again"] == seen["first"]
     assert seen["without"] == "unauthorized", "a refused list rejects with the server's code"
 
 

@@ -137,10 +137,7 @@ async def answered(url: str, wav: Path) -> tuple[list[dict], list[dict], list[st
     await viewer.connect()
     events = await viewer.record_events()
     try:
-        after = 0.0
-        while (ended := await viewer.wait_event("speak_ended", 30, after=after))["interrupted"]:
-            after = ended["t"] + 1e-6  # one taken back: cut
-        # an answer played to its end: the last one
+        await viewer.wait_played(30)  # an answer played to its end: the last one
     finally:
         await viewer.close()
     pick = lambda kind: [e for e in events if e["type"] == kind]  # noqa: E731

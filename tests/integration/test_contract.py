@@ -61,12 +61,6 @@ def requests(session: str, port: int) -> list[tuple[str, str, dict, int, str]]:
     ]
 
 
-async def played_through(viewer: AvatarViewer, after: float) -> dict:
-    while (ended := await viewer.wait_event("speak_ended", 20, after=after))["interrupted"]:
-        after = ended["t"] + 1e-6
-    return ended
-
-
 def documented(contract: Contract, status: int, code: str) -> bool:
     return str(status) in contract.codes.get(code, set())
 
@@ -115,7 +109,7 @@ async def test_every_event_of_a_busy_session_has_exactly_its_documented_fields(c
             status, _ = await viewer.post("broadcast", {"url": f"rtmp://127.0.0.1:{closed_port}/live/key"})
             assert status == 202
             await viewer.wait_event("broadcast_error", 20)
-            await played_through(viewer, (await viewer.wait_event("interrupted"))["t"])  # the agent's
+            await viewer.wait_played(20, after=(await viewer.wait_event("interrupted"))["t"])  # the agent's
             async with http.delete(f"{contracted.url}/v1/sessions/{viewer.session_id}") as res:
                 assert res.status == 204
             told = [json.loads(m.data) async for m in voice.ws if m.type == aiohttp.WSMsgType.TEXT]
