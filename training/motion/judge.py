@@ -50,6 +50,7 @@ from engine.families.portrait.avatar import DEFAULT_AVATAR  # noqa: E402
 from engine.families.video import clip as video_clip  # noqa: E402
 from engine.families.video.tracking import track_landmarks  # noqa: E402
 
+from . import wild_set  # noqa: E402
 from .channel import coloured_noise, with_noise  # noqa: E402
 from .real_data import lagged_corr  # noqa: E402
 from .real_faces import REAL_TALKING, Clip, read_clip  # noqa: E402
@@ -63,6 +64,7 @@ OPENED = 0.6  # an open vowel the person opened for: their mouth reached this sh
 @dataclass(frozen=True)
 class HeldOut(Clip):
     speaker: str
+    audio: Path | None = None  # the sound, where it is a file beside the picture (from its first frame)
 
 
 def held_out(root: Path = REAL_TALKING) -> list[HeldOut]:
@@ -74,6 +76,20 @@ def held_out(root: Path = REAL_TALKING) -> list[HeldOut]:
     for p in sorted((root / "public-domain-addresses").glob("*.mp4")):
         out.append(HeldOut("public-domain-addresses", p, "reagan" if p.stem.startswith("reagan") else "obama"))
     return out
+
+
+def clip_set(split: str, wild: Path = wild_set.FOLDER) -> list[HeldOut]:
+    """`legacy`: the held-out clips above (the motion model's constants were fitted on them);
+    `validation`: those and the wild set's validation speakers; `test`: the wild set's test
+    speakers, never tuned on (wild_set.py)."""
+    chosen = [c for c in wild_set.recipe() if c.split == split]
+    missing = [str(c.local(wild)) for c in chosen if not c.local(wild).exists()]
+    if missing:
+        raise SystemExit(f"{len(missing)} clips of the wild set are missing (first: {missing[0]}); "
+                         "gather them with python -m training.motion.wild_set --repos DIR")
+    out = [HeldOut(c.repo.split("/")[1], c.local(wild), c.speaker, c.local(wild, c.audio) if c.audio else None)
+           for c in chosen]
+    return out if split == "test" else held_out() + out
 
 
 def scaled(rgb: np.ndarray) -> np.ndarray:
@@ -97,7 +113,7 @@ def real_measures(clip: HeldOut, cache: Path) -> dict[str, np.ndarray]:
     """The real clip's sound (48 kHz, from its first frame), landmarks and mouth, cached."""
     path = cache / "real" / f"{clip.name}.npz"
     if not path.exists():
-        frames, pcm = read_clip(clip.path)
+        frames, pcm = read_clip(clip.path, clip.audio)
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(path, pcm=pcm, landmarks=landmarks(frames))
     with np.load(path) as d:
@@ -338,12 +354,17 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=["dit", "loudness"])
     parser.add_argument("--limit", type=int, default=None, help="clips per speaker (a quick run)")
     parser.add_argument("--speakers", nargs="+", default=None, help="only these held-out speakers")
+    parser.add_argument("--split", choices=("legacy", *wild_set.SPLITS), default="legacy",
+                        help="legacy: the held-out clips of ../shared/data; validation adds the wild set's "
+                        "validation speakers; test: the wild set's test speakers (report only)")
+    parser.add_argument("--wild", type=Path, default=wild_set.FOLDER, help="the gathered wild set")
     parser.add_argument("--sheet", type=Path, default=None, help="write the contact sheet (PNG) here")
     parser.add_argument("--weights", type=Path, default=WEIGHTS, help="MotionDiT weights (default: the committed ones)")
     parser.add_argument("--noise", type=noise_arg, default=None, metavar="KIND:SNR",
                         help="pink:20 or babble:20: that noise, so many dB under the speech, in what the systems hear")
     args = parser.parse_args()
-    clips = [c for c in held_out() if args.speakers is None or c.speaker in args.speakers]
+    chosen = held_out() if args.split == "legacy" else clip_set(args.split, args.wild)
+    clips = [c for c in chosen if args.speakers is None or c.speaker in args.speakers]
     if args.limit is not None:
         speakers = dict.fromkeys(c.speaker for c in clips)
         clips = [c for s in speakers for c in [c for c in clips if c.speaker == s][: args.limit]]

@@ -52,15 +52,22 @@ def find_clips(root: Path = REAL_TALKING) -> list[Clip]:
             for p in sorted((root / folder).glob("*")) if p.suffix.lower() in VIDEO_SUFFIXES]
 
 
-def read_clip(path: Path) -> tuple[list[np.ndarray], np.ndarray]:
+def read_clip(path: Path, audio: Path | None = None) -> tuple[list[np.ndarray], np.ndarray]:
     """RGB frames on the 25 fps timeline and 48 kHz mono int16 audio aligned to frame 0
-    (the engine's own clip reader, as a video avatar's preparation reads its upload)."""
+    (the engine's own clip reader, as a video avatar's preparation reads its upload); the
+    sound from `audio` where it is a file of its own, starting with the first frame."""
     frames = list(clip.frames(path))
-    pcm = clip.sound(path)
+    pcm = clip.sound(path) if audio is None else _sound_file(audio)
     if pcm is None or not frames:
         raise ValueError(f"{path.name} has no {'sound' if frames else 'picture'}")
     n = min(len(frames), len(pcm) // SAMPLES_PER_FRAME)
     return frames[:n], pcm[: n * SAMPLES_PER_FRAME]
+
+
+def _sound_file(path: Path) -> np.ndarray:
+    from engine.batch.render import audio_stream
+
+    return np.concatenate(list(audio_stream(path)[0]))
 
 
 def extract(clip: Clip, out_dir: Path) -> dict:
