@@ -28,16 +28,19 @@ def syllables(frames: int = 200, seed: int = 0) -> np.ndarray:
 def test_a_late_mouth_is_found_at_its_lag_and_a_wide_one_in_its_ratios():
     real = syllables()
     ours = 2 * np.concatenate([np.zeros(2), real[:-2]])  # two frames late, twice as wide
-    thick = np.full_like(real, 0.2)
-    scores = clip_scores({"opening": ours, "thickness": thick}, {"opening": real, "thickness": thick * (1 + real)})
+    thick, wide = np.full_like(real, 0.2), np.full_like(real, 0.9)
+    scores = clip_scores({"opening": ours, "thickness": thick, "width": wide * (1 + ours)},
+                         {"opening": real, "thickness": thick * (1 + real), "width": wide})
     assert scores["best_lag"] == -2 and scores["best_corr"] > 0.99
     assert scores["corr"] < 0.8
     assert scores["std_ratio"] == pytest.approx(2, rel=0.05) and scores["p95_ratio"] == pytest.approx(2, rel=0.05)
     assert scores["thickness_ratio"] == pytest.approx(1.0) and scores["real_thickness_ratio"] > 1.05
+    assert scores["width_gain"] > 1.05 and scores["real_width_gain"] == pytest.approx(1.0)  # ours widens, theirs not
 
 
 def test_every_speaker_weighs_the_same_however_many_clips_they_have():
-    row = {"best_corr": 0, "std_ratio": 1, "p95_ratio": 1, "thickness_ratio": 1, "real_thickness_ratio": 1}
+    row = {"best_corr": 0, "std_ratio": 1, "p95_ratio": 1, "thickness_ratio": 1, "real_thickness_ratio": 1,
+           "width_gain": 1, "real_width_gain": 1}
     rows = [dict(row, speaker="many", corr=0.9, p95=0.2 + i / 100, real_p95=0.1 + i / 100,
                  open_vowels_reached=[True] * 3) for i in range(10)]
     rows.append(dict(row, speaker="one", corr=0.1, p95=0.3, real_p95=0.3, open_vowels_reached=[False]))

@@ -103,10 +103,10 @@ def landmarks(frames) -> np.ndarray:
 
 
 def mouth_measures(lm: np.ndarray) -> dict[str, np.ndarray]:
-    """Opening and lip thickness per frame, in eye distances."""
+    """Opening, lip thickness and mouth width (corners 61-291) per frame, in eye distances."""
     eye = np.linalg.norm(lm[:, 263] - lm[:, 33], axis=-1)
     dist = lambda a, b: np.linalg.norm(lm[:, a] - lm[:, b], axis=-1) / eye  # noqa: E731
-    return {"opening": dist(13, 14), "thickness": dist(0, 13) + dist(14, 17)}
+    return {"opening": dist(13, 14), "thickness": dist(0, 13) + dist(14, 17), "width": dist(61, 291)}
 
 
 def real_measures(clip: HeldOut, cache: Path) -> dict[str, np.ndarray]:
@@ -120,9 +120,10 @@ def real_measures(clip: HeldOut, cache: Path) -> dict[str, np.ndarray]:
         return {"pcm": d["pcm"], "landmarks": d["landmarks"], **mouth_measures(d["landmarks"])}
 
 
-def thickness_ratio(opening: np.ndarray, thickness: np.ndarray) -> float:
-    ok = np.isfinite(opening) & np.isfinite(thickness)
-    o, t = opening[ok], thickness[ok]
+def open_over_shut(opening: np.ndarray, measure: np.ndarray) -> float:
+    """A measure (lip thickness, mouth width) in the widest-open fifth of frames over the most shut fifth."""
+    ok = np.isfinite(opening) & np.isfinite(measure)
+    o, t = opening[ok], measure[ok]
     lo, hi = np.quantile(o, [SHARE, 1 - SHARE])
     return float(t[o >= hi].mean() / t[o <= lo].mean())
 
@@ -137,8 +138,9 @@ def clip_scores(ours: dict[str, np.ndarray], real: dict[str, np.ndarray]) -> dic
             "std_ratio": float(o[ok].std() / r[ok].std()),
             "p95_ratio": float(np.percentile(o[ok], 95) / np.percentile(r[ok], 95)),
             "p95": float(np.percentile(o[ok], 95)), "real_p95": float(np.percentile(r[ok], 95)),
-            "thickness_ratio": thickness_ratio(o, ours["thickness"][:n]),
-            "real_thickness_ratio": thickness_ratio(r, real["thickness"][:n])}
+            "thickness_ratio": open_over_shut(o, ours["thickness"][:n]),
+            "real_thickness_ratio": open_over_shut(r, real["thickness"][:n]),
+            "width_gain": open_over_shut(o, ours["width"][:n]), "real_width_gain": open_over_shut(r, real["width"][:n])}
 
 
 def summary(rows: list[dict]) -> dict:
@@ -148,7 +150,8 @@ def summary(rows: list[dict]) -> dict:
     for s in speakers:
         mine = [r for r in rows if r["speaker"] == s]
         per[s] = {k: round(float(np.mean([r[k] for r in mine])), 3) for k in
-                  ("corr", "best_corr", "std_ratio", "p95_ratio", "thickness_ratio", "real_thickness_ratio")}
+                  ("corr", "best_corr", "std_ratio", "p95_ratio", "thickness_ratio", "real_thickness_ratio",
+                   "width_gain", "real_width_gain")}
         per[s]["clips"] = len(mine)
         per[s]["open_vowel"] = _share([hit for r in mine for hit in r.get("open_vowels_reached", [])])
     mean = lambda k: round(float(np.mean([per[s][k] for s in speakers])), 3)  # noqa: E731
@@ -157,7 +160,9 @@ def summary(rows: list[dict]) -> dict:
     vowels = [per[s]["open_vowel"] for s in speakers if np.isfinite(per[s]["open_vowel"])]
     return {"corr": mean("corr"), "best_corr": mean("best_corr"), "std_ratio_median": median("std_ratio"),
             "p95_ratio_median": median("p95_ratio"), "thickness_ratio": mean("thickness_ratio"),
-            "real_thickness_ratio": mean("real_thickness_ratio"),
+            "real_thickness_ratio": mean("real_thickness_ratio"), "width_gain": mean("width_gain"),
+            "real_width_gain": mean("real_width_gain"),
+            "std_ratio_range": [min(per[s]["std_ratio"] for s in speakers), max(per[s]["std_ratio"] for s in speakers)],
             "peak_corr": round(float(np.corrcoef(peaks.T)[0, 1]), 3) if peaks[:, 0].std() > 1e-6 else 0.0,
             "open_vowel_by_speaker": round(float(np.mean(vowels)), 3) if vowels else float("nan"), "speakers": per}
 
