@@ -15,6 +15,7 @@ from typing import Any
 
 from aiortc import RTCPeerConnection
 
+from media.clock import FRAME_MS
 from server.events import EventHub
 from server.stream.playout import Playout
 from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
@@ -55,7 +56,7 @@ class SessionMonitor:
             self.fresh_fps = round((played - last_played) / (now - last_t), 2)
             video_kbps = round((sent_bytes - last_bytes) * 8 / 1000 / (now - last_t), 1)
             last_sent, last_played, last_bytes, last_t = self.video.sent, played, sent_bytes, now
-            self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * 40,
+            self.hub.emit("stats", fps=self.fps, fresh_fps=self.fresh_fps, queue_ms=self.playout.buffered * FRAME_MS,
                           av_offset_ms=self.av_offset_ms(), held=self.playout.stats.held, video_kbps=video_kbps)
 
     def _watch(self, stats: list[Any]) -> None:

@@ -321,7 +321,7 @@ def contact_sheet(out: Path, cache: Path, clips: list[HeldOut], weights: Path = 
 
     pool: list[tuple[np.ndarray, np.ndarray, float]] = []  # (real frame, landmarks, opening)
     for clip in {c.speaker: c for c in clips}.values():
-        frames, _ = read_clip(clip.path)
+        frames, _ = read_clip(clip.path, clip.audio)
         measured = real_measures(clip, cache)
         lm, opening = measured["landmarks"], measured["opening"]
         pool += [(frames[i], lm[i], float(opening[i])) for i in range(0, len(frames), 2) if np.isfinite(opening[i])]
