@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first.
-.PHONY: run test setup bench motion-data real-data train-motion train-closure eval-motion judge-motion
+.PHONY: run test setup bench motion-data real-data train-motion train-closure eval-motion judge-motion judge-wild
 
 setup:
 	@scripts/setup.sh
@@ -36,3 +36,7 @@ eval-motion: setup
 
 judge-motion: setup
 	.venv/bin/python -m training.motion.judge --out .cache/judge --sheet .cache/judge/sheet.png
+
+SPLIT ?= validation
+judge-wild: setup  # the wild set gathered first: python -m training.motion.wild_set --repos DIR
+	.venv/bin/python -m training.motion.judge --split $(SPLIT) --out .cache/judge-wild --sheet .cache/judge-wild/$(SPLIT).png

@@ -41,12 +41,13 @@ def test_a_late_mouth_is_found_at_its_lag_and_a_wide_one_in_its_ratios():
 def test_every_speaker_weighs_the_same_however_many_clips_they_have():
     row = {"best_corr": 0, "std_ratio": 1, "p95_ratio": 1, "thickness_ratio": 1, "real_thickness_ratio": 1,
            "width_gain": 1, "real_width_gain": 1}
-    rows = [dict(row, speaker="many", corr=0.9, p95=0.2 + i / 100, real_p95=0.1 + i / 100,
+    rows = [dict(row, speaker="many", source="talks", corr=0.9, p95=0.2 + i / 100, real_p95=0.1 + i / 100,
                  open_vowels_reached=[True] * 3) for i in range(10)]
-    rows.append(dict(row, speaker="one", corr=0.1, p95=0.3, real_p95=0.3, open_vowels_reached=[False]))
-    rows.append(dict(row, speaker="none", corr=0.5, p95=0.3, real_p95=0.3, open_vowels_reached=[]))
+    rows.append(dict(row, speaker="one", source="talks", corr=0.1, p95=0.3, real_p95=0.3, open_vowels_reached=[False]))
+    rows.append(dict(row, speaker="none", source="actors", corr=0.5, p95=0.3, real_p95=0.3, open_vowels_reached=[]))
     result = summary(rows)
     assert result["corr"] == pytest.approx(0.5)
+    assert result["sources"]["talks"]["speakers"] == 2 and result["sources"]["talks"]["corr"] == pytest.approx(0.5)
     assert result["speakers"]["many"]["clips"] == 10 and result["peak_corr"] > 0.5
     # 30 of 31 open vowels pooled, but one speaker all and one none: a half (the third had none to judge)
     assert result["open_vowel_by_speaker"] == pytest.approx(0.5)

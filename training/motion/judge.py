@@ -159,12 +159,23 @@ def summary(rows: list[dict]) -> dict:
     peaks = np.array([(r["p95"], r["real_p95"]) for r in rows])
     vowels = [per[s]["open_vowel"] for s in speakers if np.isfinite(per[s]["open_vowel"])]
     return {"corr": mean("corr"), "best_corr": mean("best_corr"), "std_ratio_median": median("std_ratio"),
+            "sources": by_source(rows, per),
             "p95_ratio_median": median("p95_ratio"), "thickness_ratio": mean("thickness_ratio"),
             "real_thickness_ratio": mean("real_thickness_ratio"), "width_gain": mean("width_gain"),
             "real_width_gain": mean("real_width_gain"),
             "std_ratio_range": [min(per[s]["std_ratio"] for s in speakers), max(per[s]["std_ratio"] for s in speakers)],
             "peak_corr": round(float(np.corrcoef(peaks.T)[0, 1]), 3) if peaks[:, 0].std() > 1e-6 else 0.0,
             "open_vowel_by_speaker": round(float(np.mean(vowels)), 3) if vowels else float("nan"), "speakers": per}
+
+
+def by_source(rows: list[dict], per: dict[str, dict]) -> dict[str, dict]:
+    """The per-speaker figures averaged over each source's speakers: the per-source table."""
+    speakers: dict[str, set[str]] = {}
+    for r in rows:
+        speakers.setdefault(r["source"], set()).add(r["speaker"])
+    return {src: {"speakers": len(ss), **{k: round(float(np.mean([per[s][k] for s in ss])), 3)
+                                          for k in ("corr", "best_corr", "std_ratio", "p95_ratio")}}
+            for src, ss in sorted(speakers.items())}
 
 
 def phones(clip: HeldOut, pcm: np.ndarray) -> list:
