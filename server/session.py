@@ -33,7 +33,7 @@ from server.publish.broadcast import Broadcast
 from server.publish.targets import Target
 from server.publish.whip import WhipBroadcast
 from server.stream.media_pump import MediaPump
-from server.stream.monitor import SessionMonitor
+from server.stream.monitor import CONNECT_TIMEOUT_S, SessionMonitor
 from server.stream.playout import Playout
 from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 from server.stream.viewers import SharedEncoder, Viewer
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from server.voice.llm import ChatLLM
 
 log = logging.getLogger("server.session")
-VIEWER_CONNECT_S = 10.0  # an added viewer that never connects frees its place as soon as a session's offer does
+VIEWER_CONNECT_S = CONNECT_TIMEOUT_S  # an added viewer that never connects frees its place as a session's offer does
 EngineOpener = Callable[[Callable[[EngineError], None]], SessionEngine]
 """Opens the session's engine session, reporting its failures to the callback given."""
 
@@ -75,7 +75,8 @@ class SessionHooks:
 
 
 class Session:
-    """See the module docstring."""
+    """One viewer's session: composes its utterances, pump, playout, tracks and monitor, and
+    owns its viewers, broadcast, microphone and end."""
 
     def __init__(self, session_id: str, pc: RTCPeerConnection, open_engine: EngineOpener, tts: TextToSpeech,
                  config: SessionConfig, client: str | None = None, hooks: SessionHooks = SessionHooks(),

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.threads import single_threaded_env
 from server.child import next_message
 from server.errors import ApiError
 
@@ -98,7 +99,4 @@ async def stop(prep: Preparation) -> None:
 
 
 def _helper_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")  # the mesh and numpy stay on one core; sessions keep the other
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    return env
+    return single_threaded_env(dict(os.environ))  # the mesh and numpy stay on one core; sessions keep the other

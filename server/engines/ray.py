@@ -221,7 +221,8 @@ class RaySession:
 
 
 class RayEngineClient(Engine):
-    """See the module docstring."""
+    """The engine as a pool of Ray actors shared by front ends: places sessions, pings the
+    actors, and fails the sessions of one that is lost."""
 
     def __init__(self, config: EngineConfig, pool: Pool, address: str, bitrate: int,
                  on_restart: Callable[[], None] = lambda: None):

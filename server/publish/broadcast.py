@@ -40,7 +40,8 @@ BUFFER_TICKS = FPS  # a second of raw ticks in the pipe at most
 
 
 class Broadcast:
-    """See the module docstring. `emit(type, **fields)` reports to the session's events."""
+    """Publishes a session to one RTMP(S) ingest through its own process, trying again with
+    backoff; `emit(type, **fields)` reports to the session's events."""
 
     def __init__(self, target: Target, playout: Playout, emit: Callable[..., Any],
                  want_keyframe: Callable[[], None] = lambda: None):

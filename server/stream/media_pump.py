@@ -34,7 +34,7 @@ Sound = tuple[np.ndarray, list[Mark], list[str]]  # one frame's audio, its marks
 
 
 class MediaPump:
-    """See the module docstring."""
+    """Renders the next chunk of speech or silence on the engine, `lead` frames ahead of the clock."""
 
     def __init__(self, engine: SessionEngine, speech: SpeechQueue, playout: Playout, closed: asyncio.Event,
                  chunk_frames: int, lead_frames: int, delay_frames: int, echo: bool):

@@ -29,7 +29,7 @@ LOSS_WINDOW_PACKETS = 60
 
 
 class SessionMonitor:
-    """See the module docstring."""
+    """Ends a session whose peer never connects or goes silent; reports its stats each second."""
 
     def __init__(self, pc: RTCPeerConnection, video: AvatarVideoTrack, audio: AvatarAudioTrack,
                  playout: Playout, hub: EventHub, closed: asyncio.Event, fail: Callable[[str, str], None]):

@@ -40,7 +40,8 @@ UNIT_WAIT_S = 0.5
 
 
 class SharedEncoder:
-    """See the module docstring."""
+    """One H.264 encode of a session's ticks, on its own thread, handed to every added viewer
+    (and a WHIP publisher)."""
 
     def __init__(self, playout: Playout, rate: int, engine_keyframe: Callable[[], None] = lambda: None):
         self.playout, self.rate, self._engine_keyframe = playout, rate, engine_keyframe

@@ -58,7 +58,8 @@ class Utterance:
 
 
 class Utterances:
-    """See the module docstring."""
+    """A session's speech by utterance id: speak, push live audio, interrupt, and the events
+    of each utterance's one sequence as the playout's marks play."""
 
     def __init__(self, session_id: str, speech: SpeechQueue, playout: Playout, hub: EventHub,
                  tts: TextToSpeech, spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task],
