@@ -11,7 +11,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from engine.config import FAMILIES
-from engine.families.video.clip import SUFFIXES as VIDEO_SUFFIXES
+from engine.facade import CLIP_UPLOAD_SUFFIXES as VIDEO_SUFFIXES
 from engine.version import package_version
 from server.app import create_app
 from server.config import PHOTOS_ONLY, ConfigError, ServerConfig

@@ -24,10 +24,16 @@ from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from engine.families.portrait.avatar import NoFaceError, cache_path, prepare_upload
-from engine.families.portrait.scene import scene_path
-from engine.families.video.reference import SUFFIX as CLIP_SUFFIX
-from engine.families.video.reference import StaleReference, check_format, is_video_avatar
+from engine.facade import (
+    CLIP_SUFFIX,
+    NoFaceError,
+    StaleReference,
+    cache_path,
+    check_format,
+    is_video_avatar,
+    prepare_upload,
+    scene_path,
+)
 from server import video_avatars
 from server.errors import ApiError
 from server.helper_process import HelperProcess

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import FAMILIES, MOTION_MODELS, nvidia_gpus
-from engine.families.latent.config import MODEL_LAYOUT, missing_parts
-from engine.families.portrait.avatar import DEFAULT_AVATAR
+from engine.facade import DEFAULT_AVATAR, MODEL_LAYOUT, missing_parts
 from server.publish.targets import Listed
 
 PHOTOS_ONLY = "this server's latent family takes photo avatars only"

@@ -15,8 +15,7 @@ from aiohttp import web
 from aiortc import RTCSessionDescription
 
 from engine.config import EngineConfig
-from engine.families.motion.delay import picture_delay_frames
-from engine.families.video.reference import is_video_avatar
+from engine.facade import is_video_avatar, picture_delay_frames
 from server.avatars import AvatarStore
 from server.config import PHOTOS_ONLY, ServerConfig
 from server.engines.client import Engine, EngineClient

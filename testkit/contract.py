@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 API_DOC = ROOT / "docs" / "api.md"
-SOURCES = ("server", "engine/families/video", "engine/runtime")
+SOURCES = ("server", "engine/families/video", "engine/runtime", "engine/facade.py")
 COMMON = {"type", "session_id", "t"}  # every event's
 SECTIONS = ("error codes", "events", "broadcast error reasons", "metrics")
 _TICKED = re.compile(r"`([a-z_0-9]+)(\??)`")
@@ -73,7 +73,7 @@ def source_codes(roots: tuple[Path, ...] | None = None) -> tuple[set[tuple[str, 
     codes: set[tuple[str, str]] = set()
     reasons: set[str] = set()
     for root in roots or tuple(ROOT / s for s in SOURCES):
-        for path in sorted(root.rglob("*.py")):
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 _collect(node, codes, reasons)
     return codes, reasons
@@ -86,6 +86,9 @@ def _collect(node: ast.AST, codes: set[tuple[str, str]], reasons: set[str]) -> N
         named = dict(zip([a.arg for a in node.args.args][-len(node.args.defaults):], node.args.defaults))
         if isinstance(default := named.get("code"), ast.Constant):
             codes.add((str(default.value), KEYWORDED[node.name]))
+    elif isinstance(node, ast.FunctionDef) and node.name.endswith("_code"):  # failure_code: codes it returns
+        codes.update((str(c.value), "event") for n in ast.walk(node) if isinstance(n, ast.Return)
+                     for c in ast.walk(n) if isinstance(c, ast.Constant) and isinstance(c.value, str))
     elif isinstance(node, ast.FunctionDef) and (node.name == "reason" or node.name.endswith("_reason")):
         reasons.update(str(n.value.value) for n in ast.walk(node)
                        if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant))

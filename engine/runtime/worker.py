@@ -19,7 +19,7 @@ import numpy as np
 from engine.config import EngineConfig
 from engine.core.pipeline import Pipeline
 from engine.core.stage import FrameChunk
-from engine.families.portrait.avatar import NoFaceError
+from engine.facade import NoFaceError, failure_code
 from engine.runtime.host import SessionHost
 from engine.runtime.ipc import (
     CloseSessionRequest,
@@ -59,7 +59,7 @@ class EngineWorker:
             try:
                 self.host.pipelines[avatar] = future.result()
             except Exception as exc:
-                code = "bad_avatar" if isinstance(exc, NoFaceError) else "engine_error"
+                code = failure_code(exc)
                 log.warning("avatar %s failed to load: %s", avatar, exc)
                 for request in waiting:
                     self.conn.send(SessionErrorEvent(request.session_id, code, f"{type(exc).__name__}: {exc}"))

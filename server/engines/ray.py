@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from engine.config import EngineConfig
-from engine.families.portrait.avatar import NoFaceError
+from engine.facade import failure_code
 from engine.runtime.ray_actor import EngineActor, EngineFull
 from server.engines.client import READY_TIMEOUT_S, Engine, EngineError, EngineUnavailable, RenderedChunk
 from server.engines.ray_avatars import AvatarShipping
@@ -106,8 +106,7 @@ class RayWorker:
 def _session_error(cause: BaseException) -> EngineError:
     if isinstance(cause, EngineFull):  # another front end took the actor's last place meanwhile
         return EngineUnavailable("at_capacity", "the engine cluster is full; try again shortly")
-    code = "bad_avatar" if isinstance(cause, NoFaceError) else "engine_error"
-    return EngineError(code, f"{type(cause).__name__}: {cause}")
+    return EngineError(failure_code(cause), f"{type(cause).__name__}: {cause}")
 
 
 def _most_free(worker: RayWorker) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aiohttp import BodyPartReader, web
 
-from engine.families.video.clip import SUFFIXES as CLIP_SUFFIXES
+from engine.facade import CLIP_UPLOAD_SUFFIXES as CLIP_SUFFIXES
 from server.avatars import MAX_UPLOAD_BYTES, MAX_VIDEO_BYTES
 from server.config import PHOTOS_ONLY
 from server.errors import BODY_IDLE_S, ApiError, read_body

@@ -58,6 +58,14 @@ def test_engine_core_is_the_ground_floor():
     assert not {path: names for path, names in wrong.items() if names}
 
 
+def test_the_server_knows_the_families_only_through_the_facade():
+    """engine/facade.py is what the server may know of the model families (avatar files,
+    layouts, error codes): their insides move without touching the server."""
+    wrong = {str(path.relative_to(ROOT)): sorted(m for m in modules(path) if m.startswith("engine.families"))
+             for path in (ROOT / "server").rglob("*.py")}
+    assert not {path: names for path, names in wrong.items() if names}
+
+
 FAMILIES_NEVER = ("engine.stages", "engine.batch", "engine.runtime", "engine.assembly")
 
 
