@@ -30,6 +30,7 @@ from server.engines.client import EngineError, SessionEngine
 from server.errors import ApiError
 from server.events import EventHub
 from server.publish.broadcast import Broadcast
+from server.publish.retry import Publisher
 from server.publish.targets import Target
 from server.publish.whip import WhipBroadcast
 from server.stream.media_pump import MediaPump
@@ -101,7 +102,7 @@ class Session:
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None
         self.max_viewers = config.max_viewers
-        self.broadcast: Broadcast | WhipBroadcast | None = None
+        self.broadcast: Publisher | None = None
         self.viewers: dict[str, Viewer] = {}  # added receive-only viewers, sharing one encode
         self._shared: SharedEncoder | None = None
         self.conversation = (Conversation(self.hub, self.utterances, self.spawn, *chat)

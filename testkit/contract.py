@@ -22,7 +22,7 @@ _TICKED = re.compile(r"`([a-z_0-9]+)(\??)`")
 CODED = {"EngineError": "event", "EngineUnavailable": "event", "SessionErrorEvent": "event", "ClipError": "422",
          "fail": "event", "_refuse": "event"}  # the call -> what its first literal is
 KEYWORDED = {"emit": "event", "event": "event", "read_body": "413", "parse_json": "400"}  # code=... of these
-REASONS = {"WhipError"}
+REASONS = {"WhipError", "PublishFailed"}
 
 
 @dataclass

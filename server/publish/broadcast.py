@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import sys
 import time
 from collections.abc import Callable
@@ -27,12 +26,11 @@ import numpy as np
 
 from engine.config import FPS
 from server.child import next_message
+from server.publish.retry import PublishFailed, keep_publishing, reporter
 from server.publish.rtmp_publisher import encode_tick
 from server.publish.targets import Target
 from server.stream.playout import Playout
 
-log = logging.getLogger("server.publish.broadcast")
-BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # then every 15 s until stopped
 OPEN_TIMEOUT_S = 10.0  # connect, handshake and stream header
 STALL_S = 10.0  # an ingest that takes nothing for this long has gone
 END_TIMEOUT_S = 5.0  # the publisher's last packets, then it is killed
@@ -47,12 +45,12 @@ class Broadcast:
                  want_keyframe: Callable[[], None] = lambda: None):
         """`want_keyframe`: asks the engine for one (its encoded units must start on one)."""
         self.target, self.size, self.playout = target, playout.size, playout
-        self._emit, self._want_keyframe = emit, want_keyframe
+        self._report, self._want_keyframe = reporter(target, emit), want_keyframe
         self.dropped = 0  # ticks lost to a full pipe (the ingest or the encoder too slow)
         self._publisher: asyncio.subprocess.Process | None = None
         self._full_since: float | None = None
         self._limit = BUFFER_TICKS * playout.size[0] * playout.size[1] * 3 // 2
-        self._task = asyncio.ensure_future(self._run())
+        self._task = asyncio.ensure_future(keep_publishing(target, self._report, self._publish))
         playout.taps.append(self.tap)
 
     def tap(self, index: int, video: av.VideoFrame | bytes, pcm: np.ndarray) -> None:
@@ -77,21 +75,8 @@ class Broadcast:
         await asyncio.gather(self._task, return_exceptions=True)
         self._report("broadcast_stopped", dropped_ticks=self.dropped)  # ticks a slow ingest cost
 
-    def _report(self, kind: str, **fields: Any) -> None:
-        self._emit(kind, url=self.target.public, target=self.target.public, **fields)  # url: docs/api.md's name
-
-    async def _run(self) -> None:
-        failures = 0
-        while True:
-            started, why = await self._publish()
-            failures = 0 if started else failures + 1  # it was up: the next drop starts the backoff again
-            wait = BACKOFF_S[min(max(failures - 1, 0), len(BACKOFF_S) - 1)]
-            log.warning("broadcast to %s failed (%s); trying again in %.0f s", self.target.public, why, wait)
-            self._report("broadcast_error", reason=why, retry_in_s=wait)
-            await asyncio.sleep(wait)
-
-    async def _publish(self) -> tuple[bool, str]:
-        """One connection, until it fails: whether the ingest took the stream, and why it ended."""
+    async def _publish(self) -> None:
+        """One connection, until it fails (PublishFailed: why, and whether the ingest took the stream)."""
         publisher = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "server.publish.rtmp_publisher", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
@@ -101,15 +86,15 @@ class Broadcast:
             try:
                 first = await asyncio.wait_for(next_message(publisher), OPEN_TIMEOUT_S)
             except TimeoutError:
-                return False, "timeout"
+                raise PublishFailed("timeout") from None
             if not first.get("started"):
-                return False, str(first.get("error", "failed"))
+                raise PublishFailed(str(first.get("error", "failed")))
             self._publisher = publisher
             if self.playout.encoded:
                 self._want_keyframe()  # the publisher decodes the Ray engine's units from here on
             self._report("broadcast_started")
             ended = await next_message(publisher)
-            return True, str(ended.get("error", "timeout" if self._full_since else "dropped"))
+            raise PublishFailed(str(ended.get("error", "timeout" if self._full_since else "dropped")), started=True)
         finally:
             graceful = self._publisher is publisher  # a publisher still connecting has nothing to flush
             self._publisher, self._full_since = None, None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import logging
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +24,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from server.publish.broadcast import BACKOFF_S
+from server.publish.retry import PublishFailed, keep_publishing, reporter
 from server.publish.targets import Target
 from server.stream.link import relay_keyframe_requests
 from server.stream.playout import Playout
@@ -33,18 +32,13 @@ from server.stream.signaling import prefer_h264
 from server.stream.tracks import AvatarAudioTrack
 from server.stream.viewers import SharedEncoder, SharedVideoTrack
 
-log = logging.getLogger("server.publish.broadcast")
 ANSWER_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 15.0  # ICE and DTLS after the answer
 MAX_ANSWER = 64 * 1024  # an SDP answer is a few kB
 
 
-class WhipError(Exception):
+class WhipError(PublishFailed):
     """A failed try, with the reason code (and status) the events carry."""
-
-    def __init__(self, reason: str, status: int | None = None):
-        super().__init__(reason)
-        self.reason, self.status = reason, status
 
 
 class PinnedResolver(AbstractResolver):
@@ -70,31 +64,13 @@ def _family(address: str) -> socket.AddressFamily:
 
 class WhipBroadcast:
     def __init__(self, target: Target, playout: Playout, shared: SharedEncoder, emit: Callable[..., Any]):
-        self.target, self.playout, self.shared, self._emit = target, playout, shared, emit
-        self._task = asyncio.ensure_future(self._run())
-
-    def _report(self, kind: str, **fields: Any) -> None:
-        self._emit(kind, url=self.target.public, target=self.target.public, **fields)  # url: docs/api.md's name
+        self.target, self.playout, self.shared, self._report = target, playout, shared, reporter(target, emit)
+        self._task = asyncio.ensure_future(keep_publishing(target, self._report, self._publish))
 
     async def stop(self) -> None:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         self._report("broadcast_stopped")
-
-    async def _run(self) -> None:
-        failures = 0
-        while True:
-            try:
-                await self._publish()
-                failures = 0  # it was up: the next drop starts the backoff again
-            except WhipError as exc:
-                wait = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
-                failures += 1
-                log.warning("WHIP broadcast to %s failed (%s); trying again in %.0f s", self.target.public,
-                            exc.reason, wait)
-                status = {"status": exc.status} if exc.status else {}
-                self._report("broadcast_error", reason=exc.reason, retry_in_s=wait, **status)
-                await asyncio.sleep(wait)
 
     async def _publish(self) -> None:
         """Publish until the connection fails (then the caller tries again) or we are stopped."""
@@ -118,7 +94,7 @@ class WhipBroadcast:
                 await _connected(pc)
                 self._report("broadcast_started")
                 await _ended(pc)
-                raise WhipError("dropped")
+                raise WhipError("dropped", started=True)
             finally:
                 video.stop()
                 audio.stop()
