@@ -36,10 +36,10 @@ from server.publish.whip import WhipBroadcast
 from server.stream.media_pump import MediaPump
 from server.stream.monitor import CONNECT_TIMEOUT_S, SessionMonitor
 from server.stream.playout import Playout
+from server.stream.speech_queue import SpeechQueue
 from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 from server.stream.viewers import SharedEncoder, Viewer
 from server.voice.conversation import Conversation
-from server.voice.speech_queue import SpeechQueue
 from server.voice.utterances import Utterances
 from speech.tts import TextToSpeech
 

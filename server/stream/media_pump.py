@@ -27,8 +27,7 @@ import numpy as np
 from engine.config import SAMPLES_PER_FRAME
 from server.engines.client import EngineError, SessionEngine
 from server.stream.playout import AVFrame, Playout
-from server.voice.speech_queue import Mark, Piece, SpeechQueue
-from server.voice.utterances import MIRROR
+from server.stream.speech_queue import MIRROR, Mark, Piece, SpeechQueue
 
 Sound = tuple[np.ndarray, list[Mark], list[str]]  # one frame's audio, its marks, its utterances
 

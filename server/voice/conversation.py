@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from server.stream.speech_queue import new_utterance_id
 from server.voice.asr import AsrError, SpeechRecognizer
 from server.voice.llm import ChatLLM, LlmError
-from server.voice.speech_queue import new_utterance_id
 from server.voice.turns import is_complete
 from server.voice.vad import TurnDetector, TurnEvent, VadConfig
 from speech.sentences import sentences_of

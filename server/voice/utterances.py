@@ -30,12 +30,11 @@ from media.clock import FRAME_MS, SAMPLE_RATE
 from server.errors import ApiError
 from server.events import EventHub
 from server.stream.playout import Playout
-from server.voice.speech_queue import Mark, SpeechQueue, new_utterance_id
+from server.stream.speech_queue import MIRROR, Mark, SpeechQueue, new_utterance_id
 from speech.sentences import split_stream
 from speech.tts import TextToSpeech, TtsError
 
 log = logging.getLogger("server.session")
-MIRROR = "mirror"  # the SpeechQueue source id of the user's microphone (never interrupted)
 MIRROR_BACKLOG = SAMPLE_RATE * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 HEAD_START_S = 0.15
 """An utterance's second piece is read once its first begins to play, or this long after

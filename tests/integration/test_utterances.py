@@ -7,7 +7,7 @@ import pytest
 
 from server.events import EventHub
 from server.stream.playout import Playout
-from server.voice.speech_queue import SpeechQueue
+from server.stream.speech_queue import SpeechQueue
 from server.voice.utterances import HEAD_START_S, Utterances
 from speech.tts import PiperTts
 

@@ -66,6 +66,14 @@ def test_the_server_knows_the_families_only_through_the_facade():
     assert not {path: names for path, names in wrong.items() if names}
 
 
+def test_the_stream_never_reaches_up_into_voice():
+    """Media (stream/) is below speech (voice/): voice queues audio for the stream to play,
+    the stream never asks voice for anything."""
+    wrong = {str(path.relative_to(ROOT)): sorted(m for m in modules(path) if m.startswith("server.voice"))
+             for path in (ROOT / "server" / "stream").rglob("*.py")}
+    assert not {path: names for path, names in wrong.items() if names}
+
+
 FAMILIES_NEVER = ("engine.stages", "engine.batch", "engine.runtime", "engine.assembly")
 
 

@@ -13,7 +13,7 @@ from engine.config import SAMPLES_PER_FRAME
 from server.engines.client import RenderedChunk
 from server.stream.media_pump import MediaPump
 from server.stream.playout import Playout
-from server.voice.speech_queue import SpeechQueue
+from server.stream.speech_queue import SpeechQueue
 
 pytestmark = pytest.mark.unit
 CHUNK, LEAD, DELAY, SIZE = 2, 4, 2, 16

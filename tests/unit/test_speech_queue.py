@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from server.voice.speech_queue import SpeechQueue
+from server.stream.speech_queue import SpeechQueue
 
 pytestmark = pytest.mark.unit
 

@@ -17,6 +17,7 @@ import numpy as np
 from media.clock import SAMPLE_RATE
 
 MAX_BUFFERED_S = 20.0  # producers wait beyond this; memory stays bounded
+MIRROR = "mirror"  # the source id of the user's microphone (mirror mode): live, never interrupted
 
 
 def new_utterance_id() -> str:
