@@ -47,18 +47,9 @@ class SamplerConfig:
     head sway keep the full noise and stay varied."""
     jaw_gain: float = 0.55
     """Scale of the published jaw's opening beyond shut lips (SHUT; the rolling window keeps the
-    model's own). Calibrated on whole speakers the model never heard, as the judge measures a
-    user's view (training/motion/judge.py: mediapipe on our frames and the real ones): at 1.0
-    the mouth's spread was 1.36x the real one's and its peaks 1.60x (median over four
-    held-out speakers; 1.44x and 1.88x on unseen people in the wild), because the model learned
-    its size from one clearly articulating GRID speaker. At 0.55 the spread is 1.24x and the
-    peaks 1.39x, correlation 0.496 against 0.512, and 81 % of open vowels still reach jaw 0.25
-    (0.65: 1.16x, 1.48x, 86 %). The peaks stay high partly because mediapipe reads the default
-    portrait's shut mouth as slightly parted (0.052 eye distances; real: 0.01-0.04). A portrait
-    now draws the jaw from SHUT at rig.DRAWN_JAW, the upper lip following it down (rig.UPPER_FOLLOW):
-    spread 0.94x, peaks 1.13x (docs/motion.md). The mouth level (below) now holds the peak
-    to its own target, so this sets the size only where the model's peak stays under the
-    level's floor."""
+    model's own). The mouth level below holds the peak to its own target, so this sets the
+    size only where the model's peak stays under the level's floor. Its calibration on whole
+    held-out speakers: docs/motion.md (jaw_gain)."""
     emphasis: EmphasisConfig = EmphasisConfig()
     """How far the jaw follows the voice's stress, on top of jaw_gain."""
     mouth_level: MouthLevelConfig = MouthLevelConfig()
@@ -68,10 +59,7 @@ class SamplerConfig:
     closure_gate: tuple[float, float] = (0.5, 0.7)
     """LipClosure probabilities between which the published jaw goes from the model's own
     opening to shut (linearly): below the first the detector is ignored, above the second
-    the lips meet. The speech-feature model shuts most p/b/m itself (22 of the 23 held out),
-    so the detector now acts only where it is sure: at 0.15-0.35 it cost the held-out
-    correlation 0.02, at 0.5-0.7 nothing, and all 23 still shut."""
-
+    the lips meet. Chosen in docs/motion.md (closure_gate)."""
 
 JAW = motion.INDEX["jaw_open"]
 PARTING = [JAW, motion.INDEX["upper_lip"]]

@@ -12,8 +12,8 @@ plus its phase): speech is heard at the second tick, not behind a whole chunk of
 would show the idle moments before the speech with their silence, so they are dropped too
 (`delay_frames`, 80 ms sooner). The picture skips that much idle motion; the mouth's lead
 into the first sound goes with it. Those dropped frames are rendered in the same request as
-the first speech chunk, not in one of their own (`POST /speak` -> first audio 297 / 319 ms
-against 331 / 352, quiet; with 3 others speaking 572 / 971 against 1,019 / 1,112 ms).
+the first speech chunk, not in one of their own (measured: docs/conversation.md, "The
+first chunk of speech").
 """
 
 from __future__ import annotations

@@ -38,11 +38,9 @@ log = logging.getLogger("server.session")
 MIRROR_BACKLOG = SAMPLE_RATE * 3 // 10  # 300 ms: older microphone audio is dropped, not queued
 HEAD_START_S = 0.15
 """An utterance's second piece is read once its first begins to play, or this long after
-the first was queued: piper would otherwise read it on the cores rendering the first frames
-(quietly they play 70-100 ms after it is queued). Short, because on a loaded server the
-second piece then waits in piper's queue behind other sessions' sentences. With 3 others
-speaking, at 0.3 s 4 of 88 replies had a 0.77-1.25 s gap after their first piece; at 0.15,
-none of 16 (the longest 422 ms; without a head start 597 ms in 16)."""
+the first was queued: piper would otherwise read it on the cores rendering the first frames.
+Short, because on a loaded server the second piece then waits in piper's queue behind other
+sessions' sentences (measured: docs/conversation.md, "The head start")."""
 
 
 @dataclass
