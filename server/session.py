@@ -26,7 +26,7 @@ from media.clock import SAMPLE_RATE
 from media.frame_size import FrameSize
 from media.prompt_audio import listen_promptly
 from media.resample import MonoResampler
-from server.engines.client import EngineError, SessionEngine
+from server.engines.client import EngineError, RenderSession
 from server.errors import ApiError
 from server.events import EventHub
 from server.publish.broadcast import Broadcast
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("server.session")
 VIEWER_CONNECT_S = CONNECT_TIMEOUT_S  # an added viewer that never connects frees its place as a session's offer does
-EngineOpener = Callable[[Callable[[EngineError], None]], SessionEngine]
+EngineOpener = Callable[[Callable[[EngineError], None]], RenderSession]
 """Opens the session's engine session, reporting its failures to the callback given."""
 
 

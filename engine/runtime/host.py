@@ -20,7 +20,7 @@ IDLE_PIPELINES = 2
 
 
 @dataclass
-class Placed:
+class HostedSession:
     """A session on this worker: its avatar (which Pipeline) and its RollingState."""
 
     avatar: str
@@ -34,7 +34,7 @@ class SessionHost:
     def __init__(self, config: EngineConfig):
         self.config = config
         self.pipelines: OrderedDict[str, Pipeline] = OrderedDict()
-        self.sessions: dict[str, Placed] = {}
+        self.sessions: dict[str, HostedSession] = {}
         self.preload = config.preload_avatar or str(DEFAULT_AVATAR)
 
     def load(self, avatar: str) -> Pipeline:
@@ -57,7 +57,7 @@ class SessionHost:
             del self.pipelines[avatar]
 
     def open(self, session_id: str, avatar: str, seed: int) -> None:
-        self.sessions[session_id] = Placed(avatar, self.pipeline(avatar).new_state(seed))
+        self.sessions[session_id] = HostedSession(avatar, self.pipeline(avatar).new_state(seed))
 
     def close(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)

@@ -106,7 +106,7 @@ class EngineWorker:
             log.exception("session %s failed", session)
             self.host.sessions.pop(session, None)
             if isinstance(message, RenderRequest):
-                self.give_back(message)
+                self.answer_unrendered(message)
             self.conn.send(SessionErrorEvent(session, "engine_error", f"{type(exc).__name__}: {exc}"))
 
     def open(self, request: OpenSessionRequest) -> None:
@@ -120,12 +120,12 @@ class EngineWorker:
 
     def render(self, request: RenderRequest) -> None:
         if request.session_id not in self.host.sessions:
-            self.give_back(request)  # closed while the request was in flight
+            self.answer_unrendered(request)  # closed while the request was in flight
             return
         pcm = np.frombuffer(request.pcm, np.int16)
         self.publish(self.host.render(request.session_id, request.first_frame, pcm, len(request.slots)), request)
 
-    def give_back(self, request: RenderRequest) -> None:
+    def answer_unrendered(self, request: RenderRequest) -> None:
         """Every request is answered, rendered or not: the server owns the ring's free
         slots and frees these when the answer comes (and nobody waits for it)."""
         self.conn.send(FramesReadyEvent(request.session_id, request.chunk_id, request.slots))

@@ -68,7 +68,7 @@ class WorkerHandle:
         child.close()
         self.free = list(range(config.ring_slots))
         self.slot_freed = asyncio.Event()
-        self.sessions: dict[str, EngineSession] = {}
+        self.sessions: dict[str, WorkerSession] = {}
         self.ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._outbox: queue.Queue = queue.Queue(SEND_QUEUE)
         threading.Thread(target=self._send_loop, name=f"engine-send-{index}", daemon=True).start()
@@ -171,8 +171,8 @@ class RenderedChunk:
     slots: list[int]
 
 
-class SessionEngine(Protocol):
-    """What a Session needs of its engine: EngineSession here, RaySession with AVATAR_ENGINE=ray.
+class RenderSession(Protocol):
+    """What a Session needs of its engine: WorkerSession here, RaySession with AVATAR_ENGINE=ray.
 
     `frame(slot)` is a raw I420 frame where `encoded` is False, an H.264 access unit where it
     is True; an encoded stream follows the viewer's link itself (`follow`) and is asked for a
@@ -195,7 +195,7 @@ class SessionEngine(Protocol):
     def close(self) -> None: ...
 
 
-class EngineSession:
+class WorkerSession:
     """A session's handle on its worker: open, render chunks, release slots, close."""
 
     def __init__(self, worker: WorkerHandle, session_id: str, on_error: Callable[[EngineError], None]):
@@ -280,7 +280,7 @@ class Engine(ABC):
 
     @abstractmethod
     def open_session(self, session_id: str, avatar: str, seed: int,
-                     on_error: Callable[[EngineError], None]) -> SessionEngine: ...
+                     on_error: Callable[[EngineError], None]) -> RenderSession: ...
 
     @property
     @abstractmethod
@@ -329,9 +329,9 @@ class EngineClient(Engine):
         log.info("engine worker %d restarted", dead.index)
 
     def open_session(self, session_id: str, avatar: str, seed: int,
-                     on_error: Callable[[EngineError], None]) -> EngineSession:
+                     on_error: Callable[[EngineError], None]) -> WorkerSession:
         worker = min(self.workers, key=lambda w: (not w.ready.done(), len(w.sessions)))
-        session = EngineSession(worker, session_id, on_error)
+        session = WorkerSession(worker, session_id, on_error)
         worker.sessions[session_id] = session
         worker.send(OpenSessionRequest(session_id, avatar, seed))
         return session

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.config import SAMPLES_PER_FRAME
-from server.engines.client import EngineError, SessionEngine
+from server.engines.client import EngineError, RenderSession
 from server.stream.playout import AVFrame, Playout
 from server.stream.speech_queue import MIRROR, Mark, Piece, SpeechQueue
 
@@ -35,7 +35,7 @@ Sound = tuple[np.ndarray, list[Mark], list[str]]  # one frame's audio, its marks
 class MediaPump:
     """Renders the next chunk of speech or silence on the engine, `lead` frames ahead of the clock."""
 
-    def __init__(self, engine: SessionEngine, speech: SpeechQueue, playout: Playout, closed: asyncio.Event,
+    def __init__(self, engine: RenderSession, speech: SpeechQueue, playout: Playout, closed: asyncio.Event,
                  chunk_frames: int, lead_frames: int, delay_frames: int, echo: bool):
         self.engine, self.speech, self.playout, self.closed = engine, speech, playout, closed
         self.chunk_frames, self.lead, self.echo = chunk_frames, max(lead_frames, chunk_frames), echo
@@ -47,7 +47,7 @@ class MediaPump:
             await self.engine.wait_open()
             chunk_id, first = 0, 0
             while not self.closed.is_set():
-                await self._room()
+                await self._until_a_chunk_fits()
                 skip = self._lookahead_to_skip()
                 frames = self._frames_to_render(skip)
                 piece = self.speech.read(frames * SAMPLES_PER_FRAME)
@@ -59,7 +59,7 @@ class MediaPump:
         except asyncio.CancelledError:
             pass
 
-    async def _room(self) -> None:
+    async def _until_a_chunk_fits(self) -> None:
         """Until a chunk fits within the lead, or speech starts (see the module docstring)."""
         while self.playout.buffered + self.chunk_frames > self.lead:
             if self.speech.starting and self.playout.trim_silence(keep=1):

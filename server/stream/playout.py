@@ -28,7 +28,7 @@ SILENCE = np.zeros(SAMPLES_PER_FRAME, np.int16)
 MUTED_KEPT = 64  # cancelled ids only matter while their audio may still be in flight
 
 
-def hand_on(to: queue.Queue, item: Any) -> bool:
+def put_dropping_oldest(to: queue.Queue, item: Any) -> bool:
     """Queue `item` for a tap's thread without waiting: when the queue is full its oldest
     item goes (a tap runs on the event loop and must never block it). Whether one went."""
     dropped = False

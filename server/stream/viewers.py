@@ -30,7 +30,7 @@ from aiortc import RTCPeerConnection
 
 from media.clock import FPS, VIDEO_CLOCK
 from media.h264 import FrameEncoder
-from server.stream.playout import Playout, hand_on
+from server.stream.playout import Playout, put_dropping_oldest
 from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.stream.viewers")
@@ -57,7 +57,7 @@ class SharedEncoder:
         if isinstance(video, bytes):  # encoded on the engine's node: nothing to encode here
             self._deliver(tick, video)
             return
-        if hand_on(self._pictures, (tick, video.to_ndarray())):  # the encoder is behind: the oldest
+        if put_dropping_oldest(self._pictures, (tick, video.to_ndarray())):  # the encoder is behind: the oldest
             self._keyframe.set()  # picture went, so the next unit must be a keyframe
 
     def want_keyframe(self) -> None:
@@ -97,7 +97,7 @@ class SharedEncoder:
 
     def close(self) -> None:
         self.playout.taps.remove(self.tap)
-        hand_on(self._pictures, None)  # the end marker: what was queued is of no use now
+        put_dropping_oldest(self._pictures, None)  # the end marker: what was queued is of no use now
 
 
 class SharedVideoTrack(AvatarVideoTrack):

@@ -20,7 +20,7 @@ CHUNK, LEAD, DELAY, SIZE = 2, 4, 2, 16
 
 
 class NumberedFrames:
-    """A SessionEngine whose slot for frame k is k, the motion of moment k - DELAY."""
+    """A RenderSession whose slot for frame k is k, the motion of moment k - DELAY."""
 
     def __init__(self, encoded: bool = False):
         self.encoded = encoded
