@@ -96,8 +96,8 @@ class AvatarStore:
         return [self.describe(a) for a in [*self.paths, *self.preparing]]
 
     def _check_room(self) -> None:
-        held = len(self.paths) - 1 + sum(p.status == "preparing" for p in self.preparing.values())
-        if held >= self.limit:
+        stored = len(self.paths) - 1 + sum(p.status == "preparing" for p in self.preparing.values())
+        if stored >= self.limit:
             raise ApiError(409, "too_many_avatars", f"{self.limit} avatars are stored (max_avatars); "
                            "DELETE /v1/avatars/{id} one first")
 

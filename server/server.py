@@ -91,7 +91,7 @@ class Server:
         return session
 
     @property
-    def held(self) -> int:
+    def occupied(self) -> int:
         """Places taken: live sessions and those still being answered."""
         return len(self.sessions) + sum(self._opening.values())
 
@@ -105,14 +105,14 @@ class Server:
             self.metrics.sessions_rejected.inc()
             raise ApiError(503, "at_capacity", f"the engine cluster is full ({cluster[0]} of {cluster[1]} "
                            "sessions); try again shortly", {"Retry-After": str(RETRY_AFTER_S)})
-        if self.held >= self.config.max_sessions:
+        if self.occupied >= self.config.max_sessions:
             self.metrics.sessions_rejected.inc()
             raise ApiError(503, "at_capacity",
                            f"the server is at capacity ({self.config.max_sessions} sessions); try again shortly",
                            {"Retry-After": str(RETRY_AFTER_S)})
         limit = self.config.max_sessions_per_client
-        held = sum(s.client == client for s in self.sessions.values()) + self._opening.get(client, 0)
-        if limit and held >= limit:
+        theirs = sum(s.client == client for s in self.sessions.values()) + self._opening.get(client, 0)
+        if limit and theirs >= limit:
             self.metrics.sessions_rejected.inc()
             raise ApiError(429, "too_many_sessions", f"this address already holds {limit} sessions "
                            "(max_sessions_per_client); close one first", {"Retry-After": str(RETRY_AFTER_S)})

@@ -89,14 +89,14 @@ class EngineActor:
         with self._leasing:
             if front_end:
                 self.front_ends[front_end] = now
-            held = [s for s in sessions if s in self.leases]
-            self.leases.update((s, now + LEASE_S) for s in held)
+            callers = [s for s in sessions if s in self.leases]
+            self.leases.update((s, now + LEASE_S) for s in callers)
         if self._work.acquire(blocking=False):  # busy rendering: the next ping expires them
             try:
                 self._expire(now)
             finally:
                 self._work.release()
-        return {"capacity": self.capacity, "sessions": len(self.leases), "held": len(held),
+        return {"capacity": self.capacity, "sessions": len(self.leases), "callers": len(callers),
                 "front_ends": self._front_ends(now)}
 
     def leave(self, front_end: str, now: float | None = None) -> int:

@@ -86,10 +86,10 @@ class RayWorker:
     @property
     def load(self) -> int:
         """Sessions on the actor: other front ends' as of its latest ping, and ours now."""
-        return int(self.info.get("sessions", 0)) - int(self.info.get("held", 0)) + len(self.sessions)
+        return int(self.info.get("sessions", 0)) - int(self.info.get("callers", 0)) + len(self.sessions)
 
     def describe(self) -> dict[str, Any]:
-        pinged = {k: v for k, v in self.info.items() if k != "held"}  # "sessions" below counts ours now
+        pinged = {k: v for k, v in self.info.items() if k != "callers"}  # "sessions" below counts ours now
         return {**pinged, "index": self.index, "name": self.name, "ready": self.ready, "sessions": self.load,
                 "ours": len(self.sessions), "bytes_received": self.bytes_received}
 

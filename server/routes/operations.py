@@ -35,7 +35,7 @@ async def healthz(request: web.Request) -> web.Response:
     cluster = server.engine.load()
     return web.json_response({
         "status": "ok", "sessions": len(server.sessions), "max_sessions": server.config.max_sessions,
-        "available": max(0, server.config.max_sessions - server.held),
+        "available": max(0, server.config.max_sessions - server.occupied),
         "engine": server.config.engine, "workers": [w.describe() for w in server.engine.workers],
         "worker_restarts": server.engine.restarts, "uptime_s": round(time.time() - server.started, 1),
         **({"cluster": {"sessions": cluster[0], "capacity": cluster[1]}} if cluster else {}),

@@ -75,12 +75,12 @@ def test_an_actor_holds_its_capacity_and_a_silent_front_ends_sessions_lapse(acto
     with pytest.raises(EngineFull, match="2 sessions"):
         actor.open("c", KEY, 2)
     now = time.monotonic()
-    assert actor.renew("front-a", ["a"], now) == {"capacity": 2, "sessions": 2, "held": 1, "front_ends": 1}
+    assert actor.renew("front-a", ["a"], now) == {"capacity": 2, "sessions": 2, "callers": 1, "front_ends": 1}
     assert actor.renew("front-b", ["b"], now)["front_ends"] == 2
     later = now + 0.6 * LEASE_S
     actor.renew("front-a", ["a"], later)  # front-b is gone: "b" is not renewed
     assert actor.renew("front-a", ["a"], now + 1.2 * LEASE_S) == \
-        {"capacity": 2, "sessions": 1, "held": 1, "front_ends": 1}, "b lapsed; front-b no longer counts"
+        {"capacity": 2, "sessions": 1, "callers": 1, "front_ends": 1}, "b lapsed; front-b no longer counts"
     assert set(actor.host.sessions) == {"a"} and set(actor.encoders) == {"a"}
     with pytest.raises(LookupError):
         actor.render("b", 0, CHUNK, 2, 600_000, False)
