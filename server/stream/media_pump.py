@@ -105,6 +105,6 @@ class MediaPump:
                 self.engine.release(slot)
                 continue
             utterances = owners if pcm.any() else []
-            if self.playout.muted.keys() & set(owners) or (not self.echo and MIRROR in utterances):
+            if self.playout.silenced(owners) or (not self.echo and MIRROR in utterances):
                 pcm, marks, utterances = np.zeros_like(pcm), [], []
             self.playout.push(AVFrame(slot, pcm, marks, list(utterances)))

@@ -129,14 +129,19 @@ class Playout:
         return pcm[half * n : (half + 1) * n]
 
     def mute(self, utterances: list[str]) -> None:
-        """Silence queued frames of cancelled utterances (their pictures still play out)."""
+        """Silence queued frames of cancelled utterances (their pictures still play out), and
+        frames of theirs rendered later (`silenced`)."""
         self.muted.update(dict.fromkeys(utterances))
         while len(self.muted) > MUTED_KEPT:
             del self.muted[next(iter(self.muted))]
         for entry in self.queue:
-            if self.muted.keys() & set(entry.utterances):
+            if self.silenced(entry.utterances):
                 entry.pcm = SILENCE
                 entry.marks = []
+
+    def silenced(self, utterances: list[str]) -> bool:
+        """Whether audio of these utterances was cancelled: the one test of muting."""
+        return bool(self.muted.keys() & set(utterances))
 
     def _advance(self, tick: int) -> None:
         while self._tick < tick:

@@ -186,8 +186,8 @@ class Utterances:
                 u.played += 1
         for mark in marks:
             u = self._all.get(mark.utterance_id)
-            if u is None or mark.utterance_id in self.playout.muted:
-                continue  # cut: its sequence is finished already
+            if u is None:
+                continue  # cut (and muted): its sequence is finished already
             if mark.kind == "start":
                 u.played, text, u.text = 0, u.text, None
                 u.playing.set()
