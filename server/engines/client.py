@@ -35,7 +35,7 @@ from engine.runtime.ipc import (
     ShutdownRequest,
     StartFailedEvent,
 )
-from server.stream.link import BitrateControl
+from server.bitrate import BitrateControl
 
 log = logging.getLogger("server.engine")
 SEND_QUEUE = 256

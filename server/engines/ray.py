@@ -38,9 +38,9 @@ import numpy as np
 from engine.config import EngineConfig
 from engine.facade import failure_code
 from engine.runtime.ray_actor import EngineActor, EngineFull
+from server.bitrate import BitrateControl
 from server.engines.client import READY_TIMEOUT_S, Engine, EngineError, EngineUnavailable, RenderedChunk
 from server.engines.ray_avatars import AvatarShipping
-from server.stream.link import BitrateControl
 
 log = logging.getLogger("server.engine")
 PING_S = 1.0

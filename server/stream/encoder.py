@@ -26,7 +26,8 @@ from av.packet import Packet
 
 from media import aiortc_hooks
 from media.h264 import FrameEncoder
-from server.stream.link import BitrateControl, OnFrame
+from server.bitrate import BitrateControl
+from server.stream.link import OnFrame
 
 
 class RealtimeH264Encoder(Encoder):

@@ -10,7 +10,8 @@ import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, VIDEO_CLOCK
-from server.stream.link import BitrateControl, OnFrame
+from server.bitrate import BitrateControl
+from server.stream.link import OnFrame
 from server.stream.playout import Playout
 
 AUDIO_PTIME = 0.020

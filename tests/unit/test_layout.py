@@ -66,11 +66,12 @@ def test_the_server_knows_the_families_only_through_the_facade():
     assert not {path: names for path, names in wrong.items() if names}
 
 
-def test_the_stream_never_reaches_up_into_voice():
-    """Media (stream/) is below speech (voice/): voice queues audio for the stream to play,
-    the stream never asks voice for anything."""
-    wrong = {str(path.relative_to(ROOT)): sorted(m for m in modules(path) if m.startswith("server.voice"))
-             for path in (ROOT / "server" / "stream").rglob("*.py")}
+@pytest.mark.parametrize("lower,upper", [("stream", "server.voice"), ("engines", "server.stream")])
+def test_server_parts_do_not_reach_up(lower, upper):
+    """Voice queues audio for the stream to play and never the other way; the engines render
+    for the stream and follow a BitrateControl (server/bitrate.py), never the stream itself."""
+    wrong = {str(path.relative_to(ROOT)): sorted(m for m in modules(path) if m.startswith(upper))
+             for path in (ROOT / "server" / lower).rglob("*.py")}
     assert not {path: names for path, names in wrong.items() if names}
 
 

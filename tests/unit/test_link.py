@@ -10,15 +10,11 @@ from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
 from avatar_client.jitter import LossTolerantJitterBuffer, is_h264_keyframe
+from server.bitrate import MIN_BITRATE, MIN_CHANGE_S, PROBE_AFTER_MAX_S, PROBE_AFTER_S, BitrateControl
 from server.stream.encoder import RealtimeH264Encoder
 from server.stream.link import (
-    MIN_BITRATE,
-    MIN_CHANGE_S,
-    PROBE_AFTER_MAX_S,
-    PROBE_AFTER_S,
     RESEND_BURST,
     RESEND_GAP_S,
-    BitrateControl,
     OnFrame,
     RetransmitLimit,
     limit_resends,
