@@ -8,11 +8,11 @@ Unknown keys and unparsable values are errors that name the key, not silent defa
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from engine.config import FAMILIES, MOTION_MODELS, nvidia_gpus
+from engine.config import FAMILIES, MOTION_MODELS, EngineConfig, nvidia_gpus
 from engine.facade import DEFAULT_AVATAR, MODEL_LAYOUT, missing_parts
 from server.publish.targets import Listed
 
@@ -195,6 +195,13 @@ class ServerConfig:
             return None
         width, _, height = self.frame.lower().partition("x")
         return int(width), int(height)
+
+    def engine_settings(self, base: EngineConfig) -> EngineConfig:
+        """The engine's settings that this server's decide (the rest stay `base`'s): the one
+        place where a server setting becomes an engine one, under the engine's name."""
+        sized = {"width": self.frame_size[0], "height": self.frame_size[1]} if self.frame_size else {}
+        return replace(base, preload_avatar=str(self.avatar), motion=self.motion_model, family=self.family,
+                       model_dir=self.model_dir, offload=bool(self.offload), dit_gpus=self.dit_gpus, **sized)
 
     def _check_dit_gpus(self) -> None:
         if self.dit_gpus == 1:

@@ -8,7 +8,6 @@ import functools
 import logging
 import secrets
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
@@ -40,11 +39,7 @@ class Server:
     def __init__(self, config: ServerConfig, engine_config: EngineConfig = EngineConfig(),
                  tts: TextToSpeech | None = None):
         self.config = config
-        self.engine_config = replace(engine_config, preload_avatar=str(config.avatar), motion=config.motion_model,
-                                     family=config.family, model_dir=config.model_dir, offload=bool(config.offload),
-                                     dit_gpus=config.dit_gpus)
-        if config.frame_size:
-            self.engine_config = replace(self.engine_config, width=config.frame_size[0], height=config.frame_size[1])
+        self.engine_config = config.engine_settings(engine_config)
         self.sessions: dict[str, Session] = {}
         self.metrics = Metrics(config.max_sessions, self.sessions.values, lambda: self.engine.ready_workers,
                                lambda: self.engine.load())
