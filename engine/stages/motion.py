@@ -6,15 +6,11 @@ the head of N(k) between its two anchors: the last frame of N(k-1) and frame `an
 of N(k). Only I(k-1)'s interior is kept (schedule.interior), so a chunk's frames are
 final as soon as both are done and the loop adds no latency beyond one chunk.
 
-Each published frame's jaw is then scaled by its emphasis (emphasis.py): how loud the frame
-is against this voice's recent loud speech; by the mouth level (mouth_level.py), which holds
-the model's running peak opening to one size whatever the recording; and by the voice's
-liveliness (liveliness.py): how far its pitch moves, which sets how wide this speaker opens
-overall.
+Each published chunk's jaw is then shaped (mouth_shaping.py: emphasis, mouth level,
+liveliness, the closure gate); the window keeps the model's own motion.
 
 RollingState: the window of the last frames' motion and features, the chunk counter,
-the noise generator, the emphasis envelope, the mouth level's ring of openings and the
-liveliness pitch ring; nothing grows with the session.
+the noise generator, and the shaping's state; nothing grows with the session.
 """
 
 from __future__ import annotations
@@ -27,12 +23,13 @@ from engine.core import motion
 from engine.core.chunks import ANCHOR, ChunkPlan, i_chunk, interior, n_chunk
 from engine.core.stage import AudioFeatures, MotionChunk, Stage
 from engine.families.motion.dit import MotionDiT
-from engine.families.motion.emphasis import SILENT_DB, Emphasis, EmphasisConfig, frame_levels
+from engine.families.motion.emphasis import EmphasisConfig
 from engine.families.motion.lip_closure import LipClosure
-from engine.families.motion.liveliness import Liveliness, LivelinessConfig, LivelinessState
-from engine.families.motion.mouth_level import MouthLevel, MouthLevelConfig, MouthLevelState
+from engine.families.motion.liveliness import LivelinessConfig
+from engine.families.motion.mouth_level import MouthLevelConfig
 from engine.families.motion.sigmas import flow_sigmas
 from engine.families.motion.speech_features import silence
+from engine.stages.mouth_shaping import MouthShaping, ShapingState
 
 
 @dataclass(frozen=True)
@@ -61,10 +58,6 @@ class SamplerConfig:
     opening to shut (linearly): below the first the detector is ignored, above the second
     the lips meet. Chosen in docs/motion.md (closure_gate)."""
 
-JAW = motion.INDEX["jaw_open"]
-PARTING = [JAW, motion.INDEX["upper_lip"]]
-LOWER = motion.INDEX["lower_lip"]
-
 
 @dataclass
 class MotionState:
@@ -74,16 +67,13 @@ class MotionState:
     motion: np.ndarray  # (window, DIM): final frames of context, then the chunk being made
     features: np.ndarray  # (window, audio_dim): their audio rows
     k: np.ndarray  # the next N chunk's index
-    levels: np.ndarray  # (window,) dBFS of the frames whose audio rows are in `features`
-    envelope: np.ndarray  # (1,) the voice's recent loud level, dB (emphasis.py)
-    liveliness: LivelinessState  # its pitch range (liveliness.py)
-    mouth_level: MouthLevelState  # the jaw's recent open frames (mouth_level.py)
+    shaping: ShapingState  # mouth_shaping.py
 
 class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
     name = "motion"
 
     def __init__(self, model: MotionDiT, sampler: SamplerConfig = SamplerConfig(), closure: LipClosure | None = None):
-        self.model, self.closure, self.gate = model, closure, sampler.closure_gate
+        self.model = model
         c = model.config
         self.chunk, self.context = c.chunk, c.window - c.chunk
         if not 1 <= ANCHOR < self.chunk <= self.context:
@@ -91,9 +81,7 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         if closure and (closure.config.lookahead != c.lookahead or closure.config.rows > self.context + 1):
             raise ValueError("the closure detector must hear as far ahead as the motion model, inside its window")
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
-        self.jaw_gain, self.emphasis, self.lookahead = sampler.jaw_gain, Emphasis(sampler.emphasis), c.lookahead
-        self.liveliness = Liveliness(sampler.liveliness)
-        self.mouth_level = MouthLevel(sampler.mouth_level)
+        self.shaping = MouthShaping(sampler, closure, self.context, self.chunk, c.lookahead)
         self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[motion.MOUTH_INDEX] = sampler.mouth_temperature
@@ -108,53 +96,21 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
         return MotionState(np.random.default_rng(seed),
                            motion=motion.zeros(window),  # a neutral face ...
                            features=np.tile(self.silence, (window, 1)),  # ... over silence
-                           k=np.zeros(1, np.int64),
-                           levels=np.full(window, SILENT_DB), envelope=np.full(1, self.emphasis.config.floor_db),
-                           liveliness=self.liveliness.new_state(), mouth_level=self.mouth_level.new_state())
+                           k=np.zeros(1, np.int64), shaping=self.shaping.new_state(window))
 
     def run(self, data: AudioFeatures, state: MotionState) -> MotionChunk:
         if len(data.features) % self.chunk:
             raise ValueError(f"chunks must hold a multiple of {self.chunk} frames")
         out, shut, gain = [], [], []
-        db = frame_levels(data.chunk.pcm, len(data.features))
+        db = self.shaping.levels(data.chunk.pcm, len(data.features))
         for i in range(0, len(data.features), self.chunk):
             out.append(self.step(data.features[i: i + self.chunk], state))
-            # from the rows step() has just rolled into the window
-            shut.append(self.shut(state.features) if self.closure else np.zeros(self.chunk, np.float32))
-            state.levels = np.concatenate([state.levels[self.chunk:], db[i: i + self.chunk]])
-            gain.append(self.emphasis.gains(self.own_levels(state.levels), state.envelope))
+            closing, gains = self.shaping.follow(state.features, db[i: i + self.chunk], state.shaping)
+            shut.append(closing)
+            gain.append(gains)
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
-        jaw = coeffs[:, JAW]  # opening beyond shut lips is scaled; shut lips stay shut
-        scale = self.jaw_gain * np.concatenate(gain)
-        scale = scale * self.mouth_level.gains(np.maximum(jaw - motion.SHUT, 0) * scale, state.mouth_level)
-        scale = scale * self.liveliness.gains(data.chunk.pcm, len(coeffs), state.liveliness)
-        jaw = np.minimum(np.where(jaw > motion.SHUT, motion.SHUT + (jaw - motion.SHUT) * scale, jaw), self.high[JAW])
-        coeffs[:, JAW] = jaw
-        open_ = 1 - np.concatenate(shut)[:, None]  # the lips meet: no opening, raise or drop is left
-        coeffs[:, PARTING] *= open_
-        coeffs[:, LOWER] = np.where(coeffs[:, LOWER] > 0, coeffs[:, LOWER] * open_[:, 0], coeffs[:, LOWER])
+        coeffs = self.shaping.shape(coeffs, np.concatenate(shut), np.concatenate(gain), data.chunk.pcm, state.shaping)
         return MotionChunk(data.chunk.first_frame, coeffs)
-
-    def own_levels(self, levels: np.ndarray) -> np.ndarray:
-        """The level of each frame of the window after its context, from its own audio
-        (`lookahead` frames back, as the features), averaged with the frames either side."""
-        first, end = self.context - self.lookahead - 1, len(levels) - self.lookahead + 1
-        db = np.pad(levels[max(first, 0): min(end, len(levels))], (max(-first, 0), max(end - len(levels), 0)),
-                    mode="edge")
-        return np.convolve(db, np.ones(3) / 3, "valid")
-
-    def shut(self, feats: np.ndarray) -> np.ndarray:
-        """How far to shut each frame of the window after its context (0..1), from LipClosure.
-
-        The window's rows carry the features `lookahead` frames ahead of their frame, so the
-        last `rows` rows up to a frame's own are the detector's input for it.
-        """
-        assert self.closure is not None  # run() calls this only with a detector
-        rows = self.closure.config.rows
-        mel = feats[:, : self.closure.config.audio_dim]  # the detector hears the log-mel columns
-        windows = np.stack([mel[i + 1 - rows: i + 1] for i in range(self.context, len(feats))])
-        low, high = self.gate
-        return np.clip((self.closure.probability(windows) - low) / (high - low), 0, 1).astype(np.float32)
 
     def step(self, features: np.ndarray, state: MotionState) -> np.ndarray:
         """One N chunk (and the I chunk before it): the next `chunk` final frames."""
