@@ -140,6 +140,28 @@ def test_no_import_cycles_in_engine_or_server():
     assert cycles(graph) == []
 
 
+def sub_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto sub-packages (server.stream, engine.families, ...); a
+    top-level module (server.session, engine.config) stays itself."""
+    def fold(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if (ROOT.joinpath(*parts[:2])).is_dir() else module
+
+    folded: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        folded.setdefault(fold(module), set()).update(fold(t) for t in targets)
+    return {k: {t for t in v if t != k and (ROOT.joinpath(*t.split(".")[:2])).is_dir()} for k, v in folded.items()
+            if (ROOT.joinpath(*k.split(".")[:2])).is_dir()}
+
+
+def test_no_import_cycles_between_sub_packages():
+    """stream/voice/engines/publish/routes in server/, core/families/stages/runtime/batch/accel in
+    engine/: each sub-package depends on others one way only."""
+    folded = sub_packages(module_graph(("engine", "server")))
+    assert {"server.stream", "server.voice", "engine.families", "engine.stages"} <= folded.keys()
+    assert cycles(folded) == []
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
