@@ -28,6 +28,15 @@ def collect(voice) -> tuple[list[dict], asyncio.Task]:
     return seen, asyncio.ensure_future(read())
 
 
+async def finished_on_both(lists: tuple[list[dict], ...], utterance_id: str, timeout: float = 5.0) -> None:
+    """Until every list (the events socket's, the agent socket's) holds the utterance's playback_finished."""
+    deadline = time.monotonic() + timeout
+    while not all(any(e["type"] == "playback_finished" and e.get("utterance_id") == utterance_id for e in events)
+                  for events in lists):
+        assert time.monotonic() < deadline, f"no playback_finished of {utterance_id} on both sockets"
+        await asyncio.sleep(0.02)
+
+
 def playback(events: list[dict], utterance_id: str) -> list[tuple]:
     return [(e["type"], e.get("position_ms"), e.get("interrupted")) for e in events
             if e["type"].startswith("playback_") and e["utterance_id"] == utterance_id]
@@ -52,7 +61,7 @@ async def test_pushed_speech_starts_at_once_and_moves_the_mouth(server, jfk_pcm1
         await voice.end()
         ended = await viewer.wait_event("speak_ended", 10)
         assert ended["utterance_id"] == started["utterance_id"]
-        await asyncio.sleep(0.2)
+        await finished_on_both((viewer.seen, replies), started["utterance_id"])
         # LiveKit's meaning: started at the first frame, finished at the last, where it got to
         pushed_ms = len(jfk_pcm16) / 16
         for events in (viewer.seen, replies):  # the events socket, and the agent's own
@@ -76,7 +85,7 @@ async def test_interrupt_on_the_socket_silences_the_client(server, jfk_pcm16):
         event = await viewer.wait_event("interrupted", 5)
         spoken_ms = (event["t"] - started["t"]) * 1000
         assert abs(event["played_ms"] - spoken_ms) < 200, (event["played_ms"], spoken_ms)
-        await asyncio.sleep(0.2)
+        await finished_on_both((viewer.seen, replies), started["utterance_id"])
         for events in (viewer.seen, replies):
             assert playback(events, started["utterance_id"]) == [
                 ("playback_started", None, None), ("playback_finished", event["played_ms"], True)], events

@@ -140,7 +140,8 @@ async def test_an_ingest_that_restarts_is_published_to_again_and_a_broadcast_sto
             async with http.delete(url) as res:
                 assert res.status == 204
             stopped = await viewer.wait_event("broadcast_stopped", 10)
-            assert isinstance(stopped["dropped_ticks"], int), stopped
+            # a local ingest keeps up: at most a second of pictures lost to a full pipe, on a busy machine
+            assert isinstance(stopped["dropped_ticks"], int) and 0 <= stopped["dropped_ticks"] <= 25, stopped
             async with http.delete(url) as res:
                 assert res.status == 404 and (await res.json())["error"]["code"] == "no_broadcast"
     finally:

@@ -123,6 +123,17 @@ async def test_1_a_producer_blocked_on_a_full_queue_ends_with_its_session(server
 
 
 # --- 2: ring slots --------------------------------------------------------------
+async def slots_until(url: str, done, timeout: float = 10.0) -> list[int]:
+    """The workers' free ring slots, polled until `done(slots)` or `timeout` (then as they are)."""
+    deadline = time.monotonic() + timeout
+    while not done(slots := [w["free_frame_slots"] for w in (await health(url))["workers"]]):
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    return slots
+
+
+
 async def test_2_a_burst_of_sessions_gives_back_every_ring_slot(limited):
     free = [w["free_frame_slots"] for w in (await health(limited.url))["workers"]]
     peers = await asyncio.gather(*(offer() for _ in range(6)))
@@ -133,14 +144,14 @@ async def test_2_a_burst_of_sessions_gives_back_every_ring_slot(limited):
 
         created = await asyncio.gather(*(create(sdp) for _, sdp in peers))
         assert all(status == 201 for status, _ in created), created
-        await asyncio.sleep(0.5)  # the pumps render their first chunks
+        in_use = await slots_until(limited.url, lambda now: sum(now) < sum(free))  # the pumps render
+        assert sum(in_use) < sum(free), "no session took a ring slot: the test would prove nothing"
         for _, body in created:
             async with http.delete(f"{limited.url}/v1/sessions/{body['session_id']}") as res:
                 assert res.status == 204
     for pc, _ in peers:
         await pc.close()
-    await asyncio.sleep(2.0)
-    assert [w["free_frame_slots"] for w in (await health(limited.url))["workers"]] == free
+    assert await slots_until(limited.url, lambda now: now == free) == free
     viewer = AvatarViewer(limited.url)
     await viewer.connect()
     try:

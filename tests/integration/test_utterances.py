@@ -46,9 +46,18 @@ def utterances_for(voice: Timed) -> tuple[Utterances, SpeechQueue]:
     return Utterances("s", speech, playout, EventHub("s"), voice, spawn, asyncio.Event(), 4), speech
 
 
-async def first_piece_queued(speech: SpeechQueue) -> float:
-    while not speech.buffered:
+async def until(done, timeout: float) -> bool:
+    """Poll `done()` every 5 ms for at most `timeout` seconds; whether it came true."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
         await asyncio.sleep(0.005)
+    return True
+
+
+async def first_piece_queued(speech: SpeechQueue) -> float:
+    assert await until(lambda: speech.buffered > 0, 30), "the first piece was never synthesized"
     return time.monotonic()
 
 
@@ -56,14 +65,13 @@ async def test_the_second_sentence_waits_until_the_first_plays(voice):
     """Read beside the first frames' renders, it would slow them (server/voice/utterances.py)."""
     utterances, speech = utterances_for(voice)
     utterances.speak("Here is a reply of about the same length.")
-    await first_piece_queued(speech)
-    await asyncio.sleep(HEAD_START_S / 3)
-    assert len(voice.asked) == 1, "the second piece was read before the first began to play"
+    queued = await first_piece_queued(speech)
+    early = await until(lambda: len(voice.asked) > 1, queued + HEAD_START_S * 0.8 - time.monotonic())
+    assert not early, "the second piece was read before the first began to play"
     piece = speech.read(1920)
     playing = time.monotonic()
     utterances.on_marks(piece.marks, piece.utterances)  # what the playout reports at its first frame
-    while len(voice.asked) < 2:
-        await asyncio.sleep(0.005)
+    assert await until(lambda: len(voice.asked) > 1, 10), "the second piece was never read"
     assert voice.asked[1] >= playing
     utterances.interrupt()
 
@@ -73,7 +81,6 @@ async def test_without_playback_the_second_sentence_is_read_after_the_head_start
     utterances, speech = utterances_for(voice)
     utterances.speak("Here is a reply of about the same length.")
     queued = await first_piece_queued(speech)
-    while len(voice.asked) < 2:
-        await asyncio.sleep(0.005)
+    assert await until(lambda: len(voice.asked) > 1, 10), "the second piece was never read"
     assert voice.asked[1] - queued >= HEAD_START_S * 0.9
     utterances.interrupt()
