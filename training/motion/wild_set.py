@@ -7,14 +7,17 @@ path of a same-length WAV beside it where the sound is not inside), its md5, the
 and the split. Nothing of it is committed but the recipe: the clips' licences are unknown
 or research-only (evaluation only, never training). Bring each repository with
 `git clone https://github.com/<repo> DIR/<owner>__<name>` (only the listed files are read;
-a bare git directory there works too), and this copies the listed files to --out,
-checking their md5.
+a bare git directory there works too; a listed `commit` needs the repository's history),
+and this copies the listed files to --out, checking their md5.
 
 The split is by speaker, fixed once (2026-12-07) before any measurement on these clips:
 validation holds the speakers the motion model's constants were already fitted on
 (../shared/data/real-talking: GRID's other speakers, CREMA-D 1001, two presidents) and four
-new ones from four sources; test holds the other seven, from five sources, and is
-reported, never tuned on. docs/motion.md ("In the wild") has the figures.
+new ones from four sources; test holds 22 others from nine sources (seven from five sources
+first; then fifteen more, added to test alone, unseen by any choice: seven BBC speakers of
+LRS2's samples, a Cantonese news anchor, a man in a noisy restaurant, six MEAD actors), and
+is reported, never tuned on. A file gone from a repository's newest commit is read from
+`commit`. docs/motion.md ("In the wild") has the figures.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class WildClip:
     md5: str
     speaker: str
     split: str
+    commit: str | None = None  # where the file is no longer in the repository's newest commit
 
     def local(self, folder: Path, path: str | None = None) -> Path:
         return folder / self.repo.replace("/", "__") / Path(path or self.path).name
@@ -58,7 +62,7 @@ def gather(repos: Path, out: Path) -> list[str]:
             target = clip.local(out, path)
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if not _copy(repos / clip.repo.replace("/", "__"), path, target):
+                if not _copy(repos / clip.repo.replace("/", "__"), path, target, clip.commit):
                     problems.append(f"{clip.repo}: {path} not found")
                     continue
         if clip.local(out).exists() and _md5(clip.local(out)) != clip.md5:
@@ -66,11 +70,12 @@ def gather(repos: Path, out: Path) -> list[str]:
     return problems
 
 
-def _copy(repo: Path, path: str, target: Path) -> bool:
-    if (repo / path).is_file():
+def _copy(repo: Path, path: str, target: Path, commit: str | None) -> bool:
+    if (repo / path).is_file() and commit is None:
         shutil.copyfile(repo / path, target)
         return True
-    shown = subprocess.run(["git", "--git-dir", str(repo), "show", f"HEAD:{path}"], capture_output=True)
+    git = ["git", "--git-dir", str(repo / ".git" if (repo / ".git").is_dir() else repo)]
+    shown = subprocess.run([*git, "show", f"{commit or 'HEAD'}:{path}"], capture_output=True)
     if shown.returncode == 0:
         target.write_bytes(shown.stdout)
     return shown.returncode == 0
