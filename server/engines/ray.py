@@ -121,7 +121,7 @@ Place = Callable[[set[int]], RayWorker | None]  # the actor to try next, given t
 
 
 class RaySession:
-    """A session's handle on its actor: the WorkerSession interface. Frames arrive encoded
+    """A session's handle on its actor: the RenderSession interface. Frames arrive encoded
     (engine/runtime/ray_actor.py) and are kept here under slot numbers of this session's
     own (at most the pump's lead is ever held)."""
 

@@ -49,8 +49,8 @@ def sends_audio(sdp: str) -> bool:
     for section in sdp.split("\nm=")[1:]:
         if section.startswith("audio"):
             said = {line.strip() for line in section.splitlines()} & {"a=recvonly", "a=inactive"}
-            port = section.split()[1] if len(section.split()) > 1 else "0"
-            if not said and port != "0":
+            words = section.split()
+            if not said and len(words) > 1 and words[1] != "0":  # port 0: a rejected section
                 return True
     return False
 

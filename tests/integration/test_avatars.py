@@ -29,6 +29,16 @@ async def upload(url: str, data: bytes, name: str = "photo.jpg") -> tuple[int, d
             return res.status, await res.json()
 
 
+async def plays(url: str, avatar: str, frames: int = 10) -> None:
+    """A session with this avatar streams its frames, and ends when deleted."""
+    viewer = AvatarViewer(url, avatar=avatar)
+    await viewer.connect()
+    try:
+        await viewer.wait_frames(frames)
+    finally:
+        assert await viewer.close() == 204
+
+
 async def test_portrait_upload_is_listed_and_usable(server):
     photo = skimage.data.astronaut()[20:, 30:]  # a different crop: a new avatar
     status, body = await upload(server.url, encode(photo))
@@ -37,15 +47,7 @@ async def test_portrait_upload_is_listed_and_usable(server):
         async with http.get(server.url + "/v1/avatars") as res:
             ids = [a["avatar_id"] for a in await res.json()]
     assert "default" in ids and body["avatar_id"] in ids
-
-    from avatar_client import AvatarViewer
-
-    viewer = AvatarViewer(server.url, avatar=body["avatar_id"])
-    await viewer.connect()
-    try:
-        await viewer.wait_frames(10)
-    finally:
-        assert await viewer.close() == 204
+    await plays(server.url, body["avatar_id"])
 
 
 @pytest.mark.parametrize("data,status,code", [
@@ -71,12 +73,7 @@ async def test_the_same_photo_uploaded_twice_is_two_avatars_each_deleted_alone(s
             assert res.status == 204
         async with http.get(f"{server.url}/v1/avatars/{second['avatar_id']}") as res:
             assert res.status == 200 and (await res.json())["status"] == "ready"
-    viewer = AvatarViewer(server.url, avatar=second["avatar_id"])
-    await viewer.connect()
-    try:
-        await viewer.wait_frames(5)
-    finally:
-        assert await viewer.close() == 204
+    await plays(server.url, second["avatar_id"])
 
 
 @pytest.mark.parametrize("form", [

@@ -7,8 +7,8 @@ import json
 import aiohttp
 import pytest
 
-from avatar_client import AgentClient, AvatarViewer
-from testkit.agent_push import pieces, push_paced
+from avatar_client import AvatarViewer
+from testkit.agent_push import pieces, push_paced, watched_agent
 
 pytestmark = pytest.mark.integration
 SEQUENCE = ("speak_started", "playback_started", "interrupted", "speak_ended", "playback_finished")
@@ -59,36 +59,26 @@ async def test_played_cut_and_never_started_utterances_end_the_same_documented_w
 
 
 async def test_a_socket_speak_is_answered_with_its_id_and_a_session_end_finishes_every_sequence(server, jfk_pcm16):
-    viewer = AvatarViewer(server.url)
-    await viewer.connect()
-    events = await viewer.record_events()
-    agent = AgentClient(server.url, viewer.session_id)
-    try:
-        await viewer.wait_frames(10)
-        async with aiohttp.ClientSession() as http:
-            ws = await http.ws_connect(f"{server.url}/v1/sessions/{viewer.session_id}/events")
-            await ws.send_json({"type": "speak", "text": LONG})
-            while (reply := json.loads((await ws.receive(timeout=10)).data))["type"] != "utterance":
-                pass  # first_frame, stats
-            assert reply["session_id"] == viewer.session_id and isinstance(reply["t"], float), reply
-            spoken = reply["utterance_id"]
-            started = await viewer.wait_event("speak_started", 15)
-            assert started["utterance_id"] == spoken
-            voice = await agent.open_audio(16000)
-            await push_paced(voice, pieces(jfk_pcm16[: 16000 * 2], 16000, (200,)), 16000, speed=8.0)
-            pushed = json.loads((await voice.ws.receive(timeout=5)).data)
-            assert pushed["type"] == "utterance" and pushed["session_id"] == viewer.session_id, pushed
-            async with http.delete(f"{server.url}/v1/sessions/{viewer.session_id}") as res:
-                assert res.status == 204
-            told = [json.loads(m.data) async for m in voice.ws if m.type == aiohttp.WSMsgType.TEXT]
-            assert voice.ws.closed
-            assert sequence(told, pushed["utterance_id"])[-1] == ("playback_finished", 0, True), told
-            async for _ in ws:
-                pass  # the events socket closes with the session, after its last events
-        await asyncio.sleep(0.2)
-        said = next(e["played_ms"] for e in events if e["type"] == "interrupted" and e["utterance_id"] == spoken)
-        assert sequence(events, spoken) == cut(said, began=True), events
-        assert sequence(events, pushed["utterance_id"]) == cut(0, began=False), events
-    finally:
-        await agent.close()
-        await viewer.close(delete=False)
+    async with watched_agent(server.url) as (viewer, agent), aiohttp.ClientSession() as http:
+        ws = await http.ws_connect(f"{server.url}/v1/sessions/{viewer.session_id}/events")
+        await ws.send_json({"type": "speak", "text": LONG})
+        while (reply := json.loads((await ws.receive(timeout=10)).data))["type"] != "utterance":
+            pass  # first_frame, stats
+        assert reply["session_id"] == viewer.session_id and isinstance(reply["t"], float), reply
+        spoken = reply["utterance_id"]
+        started = await viewer.wait_event("speak_started", 15)
+        assert started["utterance_id"] == spoken
+        voice = await agent.open_audio(16000)
+        await push_paced(voice, pieces(jfk_pcm16[: 16000 * 2], 16000, (200,)), 16000, speed=8.0)
+        pushed = json.loads((await voice.ws.receive(timeout=5)).data)
+        assert pushed["type"] == "utterance" and pushed["session_id"] == viewer.session_id, pushed
+        async with http.delete(f"{server.url}/v1/sessions/{viewer.session_id}") as res:
+            assert res.status == 204
+        told = [json.loads(m.data) async for m in voice.ws if m.type == aiohttp.WSMsgType.TEXT]
+        assert voice.ws.closed
+        assert sequence(told, pushed["utterance_id"])[-1] == ("playback_finished", 0, True), told
+        mine = [json.loads(m.data) async for m in ws if m.type == aiohttp.WSMsgType.TEXT]  # until it closes
+    # the second events socket was read to its close: the session's last events are all in it
+    said = next(e["played_ms"] for e in mine if e["type"] == "interrupted" and e["utterance_id"] == spoken)
+    assert sequence(mine, spoken) == cut(said, began=True), mine
+    assert sequence(mine, pushed["utterance_id"]) == cut(0, began=False), mine
