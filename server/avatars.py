@@ -73,7 +73,7 @@ class AvatarStore:
         self._turn = asyncio.Lock()
         self._receiving = 0  # clips being written to disk now
         self._settling: set[asyncio.Task] = set()  # held: the loop keeps only weak references
-        self._prepared: dict[str, str] = {}  # a clip's digest -> a ready video avatar prepared from it
+        self._prepared: dict[str, list[str]] = {}  # a clip's digest -> the ready video avatars made from it
 
     def path(self, avatar_id: object) -> Path:
         if isinstance(avatar_id, str) and avatar_id in self.preparing:
@@ -146,9 +146,10 @@ class AvatarStore:
         avatar_id = self.new_id()
         async with self._turn:  # the cap is checked in turn: concurrent uploads cannot overshoot it
             self._check_room()
-            if (same := self.paths.get(self._prepared.get(digest, ""))) is not None:
+            if same := self._prepared.get(digest):  # any of them: each holds its own file
                 clip.unlink(missing_ok=True)
-                self.paths[avatar_id] = await _own_copy(same, self.folder / f"{avatar_id}{CLIP_SUFFIX}")
+                self.paths[avatar_id] = await _own_copy(self.paths[same[0]], self.folder / f"{avatar_id}{CLIP_SUFFIX}")
+                same.append(avatar_id)
                 return self.describe(avatar_id)
             if sum(p.status == "preparing" for p in self.preparing.values()) >= MAX_PREPARING:
                 clip.unlink(missing_ok=True)
@@ -172,7 +173,7 @@ class AvatarStore:
         path = self.folder / f"{prep.avatar_id}{CLIP_SUFFIX}"
         if prep.status == "ready" and path.exists() and self.preparing.get(prep.avatar_id) is prep:
             self.paths[prep.avatar_id] = path
-            self._prepared[digest] = prep.avatar_id
+            self._prepared.setdefault(digest, []).append(prep.avatar_id)
             del self.preparing[prep.avatar_id]
         failed = [a for a, p in self.preparing.items() if p.status == "failed"]
         for old in failed[:-FAILED_KEPT]:
@@ -194,7 +195,11 @@ class AvatarStore:
             raise ApiError(404, "unknown_avatar", f"no avatar '{avatar_id}'")
         for file in (path, cache_path(path), scene_path(path)):
             file.unlink(missing_ok=True)
-        self._prepared = {d: a for d, a in self._prepared.items() if a != avatar_id}
+        for digest, ids in list(self._prepared.items()):
+            if avatar_id in ids:
+                ids.remove(avatar_id)
+                if not ids:
+                    del self._prepared[digest]
 
     async def close(self) -> None:
         await asyncio.gather(*(video_avatars.stop(p) for p in self.preparing.values()), return_exceptions=True)

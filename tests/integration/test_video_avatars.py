@@ -73,6 +73,14 @@ async def test_a_clip_becomes_a_video_avatar_that_streams_and_survives_a_restart
         async with aiohttp.ClientSession() as http:
             async with http.delete(f"{server.url}/v1/avatars/{again['avatar_id']}") as res:
                 assert res.status == 204  # and deleting it leaves the first one's
+        code, third = await upload(server.url, clip, name="and-again.mp4")
+        assert code == 200 and third["status"] == "ready", third
+        async with aiohttp.ClientSession() as http:
+            async with http.delete(f"{server.url}/v1/avatars/{avatar_id}") as res:
+                assert res.status == 204  # the first one goes; the third keeps its own file
+        code, fourth = await upload(server.url, clip, name="once-more.mp4")
+        assert code == 200 and fourth["status"] == "ready", "prepared again although a copy is ready"
+        avatar_id = third["avatar_id"]
     with ServerProcess(env=env) as server:  # a restart: the prepared avatar is still there
         async with aiohttp.ClientSession() as http:
             async with http.get(server.url + "/v1/avatars") as res:
