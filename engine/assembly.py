@@ -19,6 +19,9 @@ from engine.families.motion.idle import IdleMotionModule
 from engine.families.motion.interim import InterimMotionModule
 from engine.families.motion.lip_closure import WEIGHTS as CLOSURE_WEIGHTS
 from engine.families.motion.lip_closure import LipClosure
+from engine.families.motion.lip_shape import WEIGHTS as SHAPE_WEIGHTS
+from engine.families.motion.lip_shape import LipShape
+from engine.families.motion.speech_features import DIM as SPEECH_DIM
 from engine.families.motion.speech_features import feature_module
 from engine.families.portrait.avatar import load_portrait
 from engine.families.portrait.renderer import PortraitRenderer
@@ -31,13 +34,17 @@ from engine.stages.interim_motion import InterimMotionStage
 from engine.stages.motion import MotionStage
 
 
-def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | None = CLOSURE_WEIGHTS) -> list:
-    """Context and audio-to-motion stages: the trained MotionDiT (with the lip-closure
-    detector unless `closure` is None), or the INTERIM mapping."""
+def motion_stages(kind: str = "dit", weights: Path = WEIGHTS, closure: Path | None = CLOSURE_WEIGHTS,
+                  lip_shape: Path | None = SHAPE_WEIGHTS) -> list:
+    """Context and audio-to-motion stages: the trained MotionDiT (with the lip-closure and
+    lip-shape detectors unless their weights are None), or the INTERIM mapping."""
     if kind == "dit":
         detector = LipClosure(closure) if closure else None
         model = MotionDiT(weights)
-        return [ContextStage(feature_module(model.config.audio_dim)), MotionStage(model, closure=detector)]
+        # the lip shape reads the speech encoder's rows: a log-mel-only model has none
+        shape = LipShape(lip_shape) if lip_shape and model.config.audio_dim == SPEECH_DIM else None
+        return [ContextStage(feature_module(model.config.audio_dim)),
+                MotionStage(model, closure=detector, lip_shape=shape)]
     if kind == "interim":
         return [ContextStage(AudioFeatureModule()), InterimMotionStage(InterimMotionModule(), IdleMotionModule())]
     raise ValueError(f"unknown motion model {kind!r}; choose one of {MOTION_MODELS}")

@@ -25,6 +25,7 @@ from engine.core.stage import AudioFeatures, MotionChunk, Stage
 from engine.families.motion.dit import MotionDiT
 from engine.families.motion.emphasis import EmphasisConfig
 from engine.families.motion.lip_closure import LipClosure
+from engine.families.motion.lip_shape import LipShape
 from engine.families.motion.liveliness import LivelinessConfig
 from engine.families.motion.mouth_level import MouthLevelConfig
 from engine.families.motion.sigmas import flow_sigmas
@@ -57,6 +58,10 @@ class SamplerConfig:
     """LipClosure probabilities between which the published jaw goes from the model's own
     opening to shut (linearly): below the first the detector is ignored, above the second
     the lips meet. Chosen in docs/motion.md (closure_gate)."""
+    lip_shape: float = 1.0
+    """Lip rounding per unit of the LipShape detector's answer (its width: NARROWING times as
+    much the other way), in place of the model's own shape. Chosen on the validation
+    speakers: docs/motion.md ("Shape")."""
 
 
 @dataclass
@@ -72,7 +77,8 @@ class MotionState:
 class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
     name = "motion"
 
-    def __init__(self, model: MotionDiT, sampler: SamplerConfig = SamplerConfig(), closure: LipClosure | None = None):
+    def __init__(self, model: MotionDiT, sampler: SamplerConfig = SamplerConfig(), closure: LipClosure | None = None,
+                 lip_shape: LipShape | None = None):
         self.model = model
         c = model.config
         self.chunk, self.context = c.chunk, c.window - c.chunk
@@ -80,8 +86,10 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
             raise ValueError("the window must hold a whole chunk after its context, anchor inside the chunk")
         if closure and (closure.config.lookahead != c.lookahead or closure.config.rows > self.context + 1):
             raise ValueError("the closure detector must hear as far ahead as the motion model, inside its window")
+        if lip_shape and (lip_shape.config.lookahead != c.lookahead or lip_shape.config.rows > self.context + 1):
+            raise ValueError("the lip-shape detector must hear as far ahead as the motion model, inside its window")
         self.sigmas, self.interp_sigmas = flow_sigmas(sampler.steps), flow_sigmas(sampler.interp_steps)
-        self.shaping = MouthShaping(sampler, closure, self.context, self.chunk, c.lookahead)
+        self.shaping = MouthShaping(sampler, closure, self.context, self.chunk, c.lookahead, lip_shape)
         self.silence = silence(c.audio_dim)
         self.temperature = np.ones(motion.DIM, np.float32)
         self.temperature[motion.MOUTH_INDEX] = sampler.mouth_temperature
@@ -101,15 +109,18 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
     def run(self, data: AudioFeatures, state: MotionState) -> MotionChunk:
         if len(data.features) % self.chunk:
             raise ValueError(f"chunks must hold a multiple of {self.chunk} frames")
-        out, shut, gain = [], [], []
+        out, shut, gain, rounding = [], [], [], []  # rounding stays empty without a LipShape
         db = self.shaping.levels(data.chunk.pcm, len(data.features))
         for i in range(0, len(data.features), self.chunk):
             out.append(self.step(data.features[i: i + self.chunk], state))
-            closing, gains = self.shaping.follow(state.features, db[i: i + self.chunk], state.shaping)
+            closing, gains, rounded = self.shaping.follow(state.features, db[i: i + self.chunk], state.shaping)
             shut.append(closing)
             gain.append(gains)
+            rounding += [] if rounded is None else [rounded]
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
-        coeffs = self.shaping.shape(coeffs, np.concatenate(shut), np.concatenate(gain), data.chunk.pcm, state.shaping)
+        shape = np.concatenate(rounding) if rounding else None
+        coeffs = self.shaping.shape(coeffs, np.concatenate(shut), np.concatenate(gain), data.chunk.pcm, state.shaping,
+                                    shape)
         return MotionChunk(data.chunk.first_frame, coeffs)
 
     def step(self, features: np.ndarray, state: MotionState) -> np.ndarray:

@@ -13,7 +13,16 @@ from engine.config import SAMPLE_RATE
 from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
 from engine.families.portrait.rig import FaceRig
-from training.motion.judge import clip_scores, held_out, noise_arg, noise_source, reached_line, summary
+from training.motion.judge import (
+    clip_scores,
+    held_out,
+    noise_arg,
+    noise_source,
+    reached_line,
+    rounding,
+    shape_widths,
+    summary,
+)
 from training.motion.visemes import Segment
 
 pytestmark = pytest.mark.unit
@@ -36,6 +45,17 @@ def test_a_late_mouth_is_found_at_its_lag_and_a_wide_one_in_its_ratios():
     assert scores["std_ratio"] == pytest.approx(2, rel=0.05) and scores["p95_ratio"] == pytest.approx(2, rel=0.05)
     assert scores["thickness_ratio"] == pytest.approx(1.0) and scores["real_thickness_ratio"] > 1.05
     assert scores["width_gain"] > 1.05 and scores["real_width_gain"] == pytest.approx(1.0)  # ours widens, theirs not
+
+
+def test_rounding_is_the_width_of_o_u_w_over_that_of_ee_i_e_in_each_clips_own_scale():
+    segments = [Segment("UW", 0.0, 0.36), Segment("AA", 0.44, 0.76), Segment("IY", 0.84, 1.16),
+                Segment("W", 1.64, 1.96)]
+    width = np.repeat([0.9, 1.0, 1.1, 1.0, 0.9], 10)  # 10 frames of 40 ms each: narrow, neither, wide, -, narrow
+    rows = [{"shape": shape_widths(segments, 2 * width)}, {"shape": shape_widths(segments, width)}]
+    assert rows[0]["shape"] == rows[1]["shape"], "in the clip's own scale: a larger face reads the same"
+    assert len(rows[0]["shape"]["rounded"]) == 2 and len(rows[0]["shape"]["spread"]) == 1
+    assert rounding(rows, "shape") == pytest.approx(0.9 / 1.1, abs=1e-3)
+    assert np.isnan(rounding([{"shape": {"rounded": [1.0], "spread": []}}], "shape"))
 
 
 def test_every_speaker_weighs_the_same_however_many_clips_they_have():

@@ -10,7 +10,7 @@ import pytest
 
 from engine.core import motion
 from engine.families.portrait.avatar import DEFAULT_AVATAR, cache_path
-from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, READ_UPPER_FOLLOW, FaceRig
+from engine.families.portrait.rig import CLOSE_OVERLAP, CONTROL, READ_PUCKER, READ_UPPER_FOLLOW, FaceRig
 from engine.families.portrait.rig_fit import fit_clip, mouth_opening
 from training.motion.channel import coded, coloured_noise, degrade, speech_rms, with_noise
 from training.motion.real_eval import SYSTEMS
@@ -24,7 +24,7 @@ def rig_clip(frames: int = 120) -> tuple[np.ndarray, np.ndarray]:
     """Landmarks the rig itself makes for a known track while the head rolls and sways."""
     lm = np.load(cache_path(DEFAULT_AVATAR))[:468].astype(np.float32)
     lm[CONTROL] += FaceRig(lm).closure * 0.5 / CLOSE_OVERLAP  # the default portrait's lips part: just meet
-    rig = FaceRig(lm, drawn=1.0, upper_follow=READ_UPPER_FOLLOW, rest_gap=0.0)  # as rig_fit reads faces
+    rig = FaceRig(lm, drawn=1.0, upper_follow=READ_UPPER_FOLLOW, rest_gap=0.0, pucker=READ_PUCKER)  # as rig_fit reads
     t = np.arange(frames) / 25
     track = motion.zeros(frames)
     track[:, J] = np.clip(0.5 * np.sin(2 * np.pi * 1.5 * t), 0, None)
@@ -63,6 +63,24 @@ def test_recording_channel_keeps_the_timing():
         assert out.dtype == np.int16 and len(out) == len(pcm) and np.abs(out).max() > 0
 
 
+@pytest.mark.parametrize("rate", [0.8, 1.25])
+def test_a_clip_played_faster_is_shorter_and_higher_with_its_motion_on_the_new_timeline(rate):
+    from training.motion.real_data import played_at
+
+    frames, tone = 100, 200.0
+    pcm = (np.sin(2 * np.pi * tone * np.arange(frames * 1920) / 48_000) * 10_000).astype(np.int16)
+    track = motion.zeros(frames)
+    track[:, J] = np.arange(frames) / frames  # a jaw that opens steadily
+    label = np.zeros(frames, np.uint8)
+    label[50] = 1
+    sound, moved, moved_label = played_at(rate, pcm, track, label)
+    assert len(moved) == len(moved_label) == int(frames / rate) and len(sound) == len(moved) * 1920
+    spectrum = np.abs(np.fft.rfft(sound[:48_000].astype(np.float64)))  # 1 s: bin k is k Hz
+    assert int(np.argmax(spectrum)) == pytest.approx(tone * rate, abs=2)
+    assert moved[:, J] == pytest.approx(np.minimum(np.arange(len(moved)) * rate, frames - 1) / frames, abs=1e-6)
+    assert abs(int(np.argmax(moved_label)) - 50 / rate) <= 1
+
+
 def test_noise_is_added_the_asked_many_db_under_the_speech_with_its_colour():
     rng = np.random.default_rng(0)
     t = np.arange(3 * 48_000) / 48_000
@@ -85,13 +103,20 @@ def test_real_faces_data_train_and_evaluate_run_end_to_end(tmp_path):
     extracted = run("training.motion.real_faces", "--out", str(faces), "--limit", "1")
     assert extracted.returncode == 0, extracted.stderr
     assert json.loads(extracted.stdout.splitlines()[-1]) == {"clips": 4, "errors": 0}
-    built = run("training.motion.real_data", "--faces", str(faces), "--out", str(data), "--copies", "1")
+    built = run("training.motion.real_data", "--faces", str(faces), "--out", str(data), "--copies", "1",
+                "--speeds", "1")
     assert built.returncode == 0, built.stderr
     train = np.load(data / "train.npz")
     assert len(train["features"]) == len(train["motion"]) == train["starts"][-1] > 100
     assert train["motion"][:, J].max() > 0.1, "the real mouth opens"
     assert len(train["bilabial"]) == len(train["features"]) and 0 < train["bilabial"].mean() < 0.3, \
         "the force-aligned p/b/m of the sentence label some frames"
+    assert {-1, 0, 1} == set(np.unique(train["rounding"])), "its rounded and spread sounds label others"
+    assert json.loads(built.stdout)["speeds"] == 1 and len(train["starts"]) - 1 == 3, "clean, degraded, re-timed"
+    shape = run("training.motion.lip_shape", "--data", str(data), "--out", str(tmp_path / "s.safetensors"),
+                "--frames", "200")
+    assert shape.returncode == 0, shape.stderr
+    assert len(json.loads(shape.stdout)["held_back_auc"]) == 1
     closure = run("training.motion.closure", "--data", str(data), "--out", str(tmp_path / "c.safetensors"),
                   "--steps", "5")
     assert closure.returncode == 0, closure.stderr

@@ -20,8 +20,12 @@ get a calm mouth). Phones: p/b/m with a shut frame and open vowels reaching jaw 
 all open vowels and over those the person's own mouth opened for (OPENED); open vowels also
 per speaker, and their mean (`open_vowel_by_speaker`: each speaker weighs the same, as
 above). `real_open_vowel` is the same line applied to the real people: the share of open
-vowels where their mouth opened as far past its own shut as ours does at jaw 0.25. The real
-clips' measurements are cached under --out/real.
+vowels where their mouth opened as far past its own shut as ours does at jaw 0.25. Shape:
+mouth width (corners 61-291 over the eye distance) in the widest-open fifth of frames over
+the most shut fifth (`width_gain`), and in the aligned rounded sounds (o, u, w) over the
+spread ones (ee, i, e), each in its clip's median width (`rounded_over_spread`: below 1 where
+the lips round), ours and the person's. The real clips' measurements are cached under
+--out/real.
 
 `--noise pink:20` or `babble:20` adds noise that many dB under each clip's speech before
 the systems hear it (the real mouth and the phone timings stay those of the clean clip):
@@ -202,6 +206,29 @@ def opened_for(segments: list, real_opening: np.ndarray) -> list[bool]:
     return [bool(np.isfinite(r).any() and np.nanmax(r) >= OPENED * peak) for r in during_vowels(segments, real_opening)]
 
 
+def shape_widths(segments: list, width: np.ndarray) -> dict[str, list[float]]:
+    """Mouth width in the frames of each rounded and each spread sound, over the clip's median
+    width: people's lips narrow for o/u/w and widen for ee/i/e, a mouth that only drops does neither."""
+    from .visemes import frames_of, rounding_sign
+
+    scale = np.nanmedian(width)
+    out: dict[str, list[float]] = {"rounded": [], "spread": []}
+    for s in segments:
+        kind = {1: "rounded", -1: "spread", 0: None}[rounding_sign(s.viseme)]
+        frames = width[frames_of(s, len(width))] / scale
+        if kind and np.isfinite(frames).any():
+            out[kind].append(float(np.nanmean(frames)))
+    return out
+
+
+def rounding(rows: list[dict], key: str) -> float:
+    """Mean width of the rounded sounds over that of the spread ones, pooled over the clips: below 1
+    where o/u/w read narrower than ee/i/e."""
+    rounded = [w for r in rows for w in r[key]["rounded"]]
+    spread = [w for r in rows for w in r[key]["spread"]]
+    return round(float(np.mean(rounded) / np.mean(spread)), 4) if rounded and spread else float("nan")
+
+
 def during_vowels(segments: list, opening: np.ndarray) -> list[np.ndarray]:
     """The opening in the frames of each open vowel that phone_scores counts."""
     from .evaluate import open_vowels
@@ -275,7 +302,8 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
             ours = mouth_measures(landmarks(meter.frames(coeffs)))
             closed, reached = phone_scores(coeffs[:, JAW], segments)
             row = {"clip": clip.name, "speaker": clip.speaker, "source": clip.source, "closures_shut": closed,
-                   "open_vowels_reached": reached, **clip_scores(ours, real)}
+                   "open_vowels_reached": reached, "shape": shape_widths(segments, ours["width"]),
+                   "real_shape": shape_widths(segments, real["width"]), **clip_scores(ours, real)}
             rows[system].append(row)
             log(json.dumps({system: {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}}))
     jfk_pcm, jfk_segments = jfk_set()[0]
@@ -293,6 +321,9 @@ def judge(cache: Path, systems: tuple[str, ...], clips: list[HeldOut], log=print
             "closure": _share(closed), "closures": len(closed), "open_vowel": _share(reached),
             "open_vowels": len(reached), "open_vowel_they_opened": _share(theirs),
             "open_vowels_they_opened": len(theirs),
+            "rounded_over_spread": rounding(rows[system], "shape"),
+            "real_rounded_over_spread": rounding(rows[system], "real_shape"),
+            "rounded_spread_sounds": [sum(len(r["shape"][k]) for r in rows[system]) for k in ("rounded", "spread")],
             "jfk_closure": _share(jfk_closed), "jfk_open_vowel": _share(jfk_opened)}
     return out
 

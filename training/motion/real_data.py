@@ -39,7 +39,7 @@ from .channel import degrade
 from .evaluate import align
 from .real_faces import load
 from .transcripts import known_transcript
-from .visemes import frames_of
+from .visemes import frames_of, rounding_sign
 
 TRAIN = ("grid-s1",)
 MAX_OFFSET = 4
@@ -73,19 +73,24 @@ def targets(landmarks: np.ndarray, seed: int) -> np.ndarray:
     return track
 
 
-def bilabial_frames(pcm: np.ndarray, text: str | None, frames: int) -> np.ndarray:
-    """(frames,) uint8: 1 inside each force-aligned p/b/m of the sentence the clip's name spells.
+def phone_labels(pcm: np.ndarray, text: str | None, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """From the force-aligned phones of the sentence the clip's name spells, (frames,) each:
+    uint8 1 inside each p/b/m, and int8 +1 inside each rounded sound (o, u, w), -1 inside
+    each spread one (ee, i, e).
 
-    The labels of the lip-closure detector (training/motion/closure.py); with
+    The labels of the lip-closure detector (training/motion/closure.py) and of the lip-shape
+    detector (training/motion/lip_shape.py); with
     --shut-bilabials also where the fitted jaw is set shut: lips touch in every p, b and
     m, but the tracker sees a gap of a few pixels in some (the fit then leaves the jaw at
     0.05-0.15, where a trained mouth learns to stay parted).
     """
-    label = np.zeros(frames, np.uint8)
+    label, rounding = np.zeros(frames, np.uint8), np.zeros(frames, np.int8)
     for s in align(pcm, text) if text else []:
+        inside = frames_of(s, frames, slack=0.0)
         if s.viseme == "BMP":
-            label[frames_of(s, frames, slack=0.0)] = 1
-    return label
+            label[inside] = 1
+        rounding[inside] = rounding_sign(s.viseme)
+    return label, rounding
 
 
 def lagged_corr(a: np.ndarray, b: np.ndarray, lag: int) -> float:
@@ -130,14 +135,34 @@ def usable(landmarks: np.ndarray) -> bool:
 
 
 VTLP = (0.85, 1.18)  # vocal tract warps of the --vtlp copies: other speakers than GRID's one
+SPEEDS = (0.8, 1.25)  # playback rates of the --speeds copies: faster, slower, higher and lower voices
+
+
+def played_at(rate: float, pcm: np.ndarray, track: np.ndarray, *labels: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The clip played `rate` times as fast, as a tape would: speech faster or slower and the
+    voice's pitch and formants (its vocal tract length) scaled with it, the motion on the new
+    timeline. GRID's one speaker talks slowly in a steady voice; people in the wild do neither."""
+    from fractions import Fraction
+
+    from scipy.signal import resample_poly
+
+    step = Fraction(rate).limit_denominator(40)
+    frames = int(len(track) / rate)
+    sound = resample_poly(pcm.astype(np.float64), step.denominator, step.numerator)
+    sound = np.pad(sound, (0, max(frames * SAMPLES_PER_FRAME - len(sound), 0)))[: frames * SAMPLES_PER_FRAME]
+    at = np.minimum(np.arange(frames) * rate, len(track) - 1)
+    moved = np.stack([np.interp(at, np.arange(len(track)), column) for column in track.T], 1).astype(np.float32)
+    nearest = np.round(at).astype(int)
+    return (np.clip(sound, -32768, 32767).astype(np.int16), moved, *(label[nearest] for label in labels))
 
 
 def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = False, vtlp: bool = False,
-          log=print) -> dict:
+          speeds: int = 0, log=print) -> dict:
     rng = np.random.default_rng(seed)
     warps = np.random.default_rng(seed + 1)  # apart from rng: without --vtlp the data is the same as before
+    rates = np.random.default_rng(seed + 2)  # so is it without --speeds
     clips = load(faces)
-    train: dict[str, list] = {"features": [], "motion": [], "bilabial": []}
+    train: dict[str, list] = {"features": [], "motion": [], "bilabial": [], "rounding": []}
     held: dict[str, list] = {"features": [], "motion": [], "pcm": [], "opening": [], "names": [], "sources": []}
     bilabials = 0
     offsets = {source: av_offset(items) for source, items in clips.items()}
@@ -151,7 +176,7 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = F
             frames = len(landmarks)
             track = targets(landmarks, seed * 100_003 + i)
             if source in TRAIN:
-                label = bilabial_frames(pcm, known_transcript(name, source), frames)
+                label, rounding = phone_labels(pcm, known_transcript(name, source), frames)
                 bilabials += int((np.diff(label, prepend=0) == 1).sum())
                 if shut:
                     track[label == 1, motion.INDEX["jaw_open"]] = 0.0
@@ -160,6 +185,13 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = F
                     train["features"].append(features(version, frames, warp))
                     train["motion"].append(track)
                     train["bilabial"].append(label)
+                    train["rounding"].append(rounding)
+                for _ in range(speeds):
+                    sound, moved, *labels = played_at(float(rates.uniform(*SPEEDS)), pcm, track, label, rounding)
+                    train["features"].append(features(degrade(sound, rates), len(moved)))
+                    train["motion"].append(moved)
+                    train["bilabial"].append(labels[0])
+                    train["rounding"].append(labels[1])
             else:
                 held["features"].append(features(pcm, frames))
                 held["motion"].append(track)
@@ -173,6 +205,7 @@ def build(faces: Path, out: Path, copies: int = 3, seed: int = 0, shut: bool = F
     np.savez(out / "heldout.npz", **_packed(held, with_audio=True))
     minutes = sum(len(f) for f in train["features"]) / 25 / 60
     return {"train_minutes": round(minutes, 1), "bilabials": bilabials, "bilabials_shut": shut, "vtlp": vtlp,
+            "speeds": speeds,
             "heldout_clips": len(held["names"]),
             "av_offset_frames": offsets}
 
@@ -181,8 +214,9 @@ def _packed(parts: dict[str, list], with_audio: bool = False) -> dict[str, np.nd
     starts = np.cumsum([0] + [len(f) for f in parts["features"]])
     out = {"features": np.concatenate(parts["features"]).astype(np.float16),
            "motion": np.concatenate(parts["motion"]).astype(np.float32), "starts": starts}
-    if parts.get("bilabial"):
-        out["bilabial"] = np.concatenate(parts["bilabial"])
+    for labels in ("bilabial", "rounding"):
+        if parts.get(labels):
+            out[labels] = np.concatenate(parts[labels])
     if with_audio:
         out |= {"pcm": np.concatenate(parts["pcm"]), "pcm_starts": starts * SAMPLES_PER_FRAME,
                 "opening": np.concatenate(parts["opening"]).astype(np.float32),
@@ -200,8 +234,10 @@ def main() -> None:
                         help="shut the fitted jaw inside force-aligned p/b/m of the training clips")
     parser.add_argument("--vtlp", action="store_true",
                         help="warp the degraded copies' vocal tract (an experiment; see docs/motion.md)")
+    parser.add_argument("--speeds", type=int, default=0,
+                        help=f"extra copies of each training clip played at a random rate in {SPEEDS} (and degraded)")
     args = parser.parse_args()
-    print(json.dumps(build(args.faces, args.out, args.copies, args.seed, args.shut_bilabials, args.vtlp)))
+    print(json.dumps(build(args.faces, args.out, args.copies, args.seed, args.shut_bilabials, args.vtlp, args.speeds)))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,13 @@ VISEMES: dict[str, tuple[tuple[float, ...], float]] = {
     "AX": ((0.25, 0.0, 0.0, 0.0, 0.0, 0.0), 0.2),
 }
 OPEN_VOWELS = ("AA", "AE", "AH", "AO")
+ROUNDED = ("UW", "OW", "UH", "W")  # lips pushed forward and together: o, u, w
+SPREAD = ("IY", "IH", "EH")  # lips drawn back: ee, i, e
+
+
+def rounding_sign(viseme: str) -> int:
+    """+1 for a rounded sound, -1 for a spread one, 0 for the rest."""
+    return 1 if viseme in ROUNDED else -1 if viseme in SPREAD else 0
 
 IPA: dict[str, str] = {
     "p": "BMP", "b": "BMP", "m": "BMP", "f": "FV", "v": "FV", "θ": "TH", "ð": "TH",

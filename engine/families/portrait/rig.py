@@ -31,6 +31,7 @@ ANCHORS = [10, 151, 9, 8, 168, 6, 197, 195, 5, 4, 1, 2, 98, 327, 50, 280, 101, 3
            234, 454, 93, 323, 127, 356, 162, 389, 21, 251, 54, 284, 103, 332, 67, 297, 109, 338,
            205, 425, 36, 266, 142, 371, 164, 167, 393]
 LIPS = sorted(set(UPPER_INNER + LOWER_INNER + UPPER_OUTER + LOWER_OUTER))
+PERIORAL = [57, 287, 43, 273, 106, 335, 204, 424, 182, 406]  # the skin around the corners
 EYES = EYE_R_UPPER + EYE_R_LOWER + EYE_L_UPPER + EYE_L_LOWER + EYE_CORNERS
 CREASES = [i for ring in EYE_R_CREASE + EYE_L_CREASE for i in ring]
 JAW_OPEN = motion.INDEX["jaw_open"]
@@ -64,6 +65,14 @@ UPPER_FOLLOW = 0.6  # the upper inner lip comes down this share of the jaw's dro
 # grin whose lips mediapipe read no thicker open than shut (x1.028; real people x1.103, four
 # held-out speakers, training/motion/judge.py); at 0.6 x1.100 (with DRAWN_JAW 1.3, and a photo's
 # own upper teeth coming half the lip's way down, mouth_interior.UPPER_TEETH_FOLLOW)
+PERIORAL_FOLLOW = 0.7  # the skin around the corners follows this share of their sideways travel
+# when the lips round or spread. With the lips alone moving, the warp squeezed the skin beside
+# them and mediapipe read a rounded mouth (lip_round 1, shut) no narrower (0.677 -> 0.685 eye
+# distances); with it, 0.636 (training/motion/judge.py, docs/motion.md "Shape")
+PUCKER = 0.0  # how far rounding pushes the outer lip contours apart, in mouth widths. Drawn at the
+# read value (READ_PUCKER) a rounded mouth read as parted (0.044 -> 0.083 at lip_round 1, shut)
+# and the rendered opening followed real mouths less
+READ_PUCKER = 0.05  # how real footage is read (rig_fit): the unit lip_round's labels were fitted in
 READ_UPPER_FOLLOW = -0.06  # how real footage is read (rig_fit): the upper lip rises a little as
 # the jaw drops, so jaw_open keeps the unit the motion model's labels were fitted in
 REST_GAP = 0.16  # the inner lips' gap at their middle, in mouth widths, from which every portrait's
@@ -107,9 +116,9 @@ class FaceRig:
     """Control points of one portrait and the displacement basis of each coefficient."""
 
     def __init__(self, landmarks: np.ndarray, drawn: float = DRAWN, upper_follow: float = UPPER_FOLLOW,
-                 rest_gap: float = REST_GAP):
+                 rest_gap: float = REST_GAP, pucker: float = PUCKER):
         self.lm = landmarks.astype(np.float32)
-        self.drawn, self.upper_follow, self.rest_gap = drawn, upper_follow, rest_gap
+        self.drawn, self.upper_follow, self.rest_gap, self.pucker = drawn, upper_follow, rest_gap, pucker
         self.frame = FaceFrame.of(self.lm)
         self.index = {lm_id: row for row, lm_id in enumerate(CONTROL)}
         self.points = self.lm[CONTROL]
@@ -217,8 +226,11 @@ class FaceRig:
         vert = np.where(upper, -1.0, 1.0)
         bases = {name: self._zeros() for name in ("lip_width", "lip_round", "upper_lip", "lower_lip", "smile")}
         self._set(bases["lip_width"], ids, 0.12 * w * lat * f.right)
-        round_v = -0.12 * w * lat * f.right + 0.05 * w * centre * vert * outer * f.down
+        round_v = -0.12 * w * lat * f.right + self.pucker * w * centre * vert * outer * f.down
         self._set(bases["lip_round"], ids, round_v)
+        side = np.sign(self._lateral(PERIORAL))[:, None] * PERIORAL_FOLLOW * 0.12 * w * f.right
+        self._set(bases["lip_width"], PERIORAL, side)
+        self._set(bases["lip_round"], PERIORAL, -side)
         self._set(bases["upper_lip"], ids, -0.09 * w * centre * upper * f.down)
         self._set(bases["lower_lip"], ids, 0.09 * w * centre * ~upper * f.down)
         corner = np.clip(np.abs(lat), 0, 1) ** 2

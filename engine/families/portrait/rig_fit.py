@@ -28,6 +28,7 @@ from engine.families.portrait.rig import (
     EYE_R_LOWER,
     EYE_R_UPPER,
     LOWER_OUTER,
+    READ_PUCKER,
     READ_UPPER_FOLLOW,
     UPPER_OUTER,
     FaceRig,
@@ -94,7 +95,8 @@ class ClipFit:
         self.reference = np.median(aligned[gap <= np.quantile(gap, CLOSED_SHARE)], 0)
         # real footage is read in jaw_open's own unit, with the upper lip as real ones move, and
         # from the face's own closed gap (no parting to a portrait's rest gap)
-        self.rig = FaceRig(self.reference, drawn=1.0, upper_follow=READ_UPPER_FOLLOW, rest_gap=0.0)
+        self.rig = FaceRig(self.reference, drawn=1.0, upper_follow=READ_UPPER_FOLLOW, rest_gap=0.0,
+                           pucker=READ_PUCKER)
         f = self.rig.frame
         # inner gap per unit of jaw_open: the lower lip drops JAW_DROP, the upper one rises a little
         self.gap_per_jaw = float((self.rig.jaw_only[self.rig.index[14]] - self.rig.jaw_only[self.rig.index[13]])
