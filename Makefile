@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first.
-.PHONY: run test setup bench motion-data real-data train-motion train-closure eval-motion judge-motion judge-wild
+.PHONY: run test setup bench motion-data real-data shape-data train-motion train-closure train-shape eval-motion judge-motion judge-wild
 
 setup:
 	@scripts/setup.sh
@@ -30,6 +30,12 @@ train-motion: setup
 
 train-closure: setup
 	.venv/bin/python -m training.motion.closure --data .cache/real-data .cache/motion-data --steps 8000 --seed 0
+
+shape-data: setup  # real-data's clips with their rounding labels, plus two re-timed copies of each
+	.venv/bin/python -m training.motion.real_data --faces .cache/real-faces --out .cache/real-data-speed --speeds 2
+
+train-shape: setup
+	.venv/bin/python -m training.motion.lip_shape --data .cache/real-data-speed --seed 0
 
 eval-motion: setup
 	.venv/bin/python -m training.motion.real_eval --data .cache/real-data --sheets .cache/sheets
