@@ -1,17 +1,16 @@
 """Fit the lip-shape detector on force-aligned phones; writes engine/weights/lip_shape.safetensors.
 
-    python -m training.motion.real_data --faces .cache/real-faces --out .cache/real-data --speeds 2
-    python -m training.motion.lip_shape --data .cache/real-data --seed 0
+    python -m training.motion.real_data --faces .cache/real-faces --out .cache/real-data-speed --speeds 2
+    python -m training.motion.lip_shape --data .cache/real-data-speed --seed 0      # make shape-data train-shape
 
 Labels: +1 inside each rounded sound (o, u, w), -1 inside each spread one (ee, i, e), 0
 elsewhere, from GRID s1's sentences force-aligned by pocketsphinx (real_data.py stores
-them beside the features of the clean clip and its degraded and re-timed copies) and,
-where a set has no stored labels, the phoneme timings of the synthetic voices
-(recipe.py). A ridge regression from the encoder's rows around each frame (the rows
-MotionStage holds) onto the label, solved in closed form over `frames` sampled frames
-(deterministic for a seed; seconds). The last twentieth of each set's sequences is held
-back and the log gives the AUC of rounded against spread frames there; the choice of
-data and ridge was made on the validation speakers (docs/motion.md, "Shape").
+them beside the features of the clean clip and its degraded and re-timed copies). A ridge
+regression from the encoder's rows around each frame (the rows MotionStage holds) onto the
+label, solved in closed form over `frames` sampled frames (deterministic for a seed; a
+minute). The last twentieth of each set's sequences is held back and the log gives the AUC
+of rounded against spread frames there; the features and the ridge were chosen on the
+validation speakers (docs/motion.md, "Shape").
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ import numpy as np
 
 from engine.core.module import config_metadata
 from engine.families.motion.lip_shape import WEIGHTS, LipShape, LipShapeConfig
-
-from .visemes import Segment, frames_of, rounding_sign
 
 
 @dataclass(frozen=True)
@@ -42,16 +39,10 @@ class ShapeFitConfig:
 
 
 def labels(data: dict) -> np.ndarray:
-    """(frames,) +1 / -1 / 0 per frame of one data set: stored (real faces) or from phone timings."""
-    if "rounding" in data:
-        return data["rounding"].astype(np.float32)
-    out, starts = np.zeros(len(data["features"]), np.float32), data["starts"]
-    names = list(data["visemes"])
-    for seq, v, a, b in data["segments"]:
-        if sign := rounding_sign(names[int(v)]):
-            first, frames = starts[int(seq)], starts[int(seq) + 1] - starts[int(seq)]
-            out[first + frames_of(Segment(names[int(v)], a, b), frames, slack=0.0)] = sign
-    return out
+    """(frames,) +1 / -1 / 0 per frame of a real-faces set (real_data.py stores them)."""
+    if "rounding" not in data:
+        raise SystemExit("this data has no rounding labels: build it with python -m training.motion.real_data")
+    return data["rounding"].astype(np.float32)
 
 
 def centres(data: dict, c: LipShapeConfig, held_back: float) -> tuple[np.ndarray, np.ndarray]:
