@@ -53,14 +53,22 @@ class LipShape(Module):
     def __init__(self, checkpoint: Path = WEIGHTS):
         super().__init__(checkpoint)
         self.config = saved_config(checkpoint, LipShapeConfig)
+        self._fold()
 
     @classmethod
     def from_params(cls, params: dict[str, np.ndarray], config: LipShapeConfig) -> LipShape:
         model = cls.__new__(cls)
         model.checkpoint, model.params, model.config = None, params, config
+        model._fold()
         return model
 
+    def _fold(self) -> None:
+        """The standardisation folded into the weights: one dot product per frame."""
+        p = self.params
+        self.weight = (p["weight"] / p["std"]).reshape(self.config.rows, self.config.columns).astype(np.float32)
+        self.bias = float(np.ravel(p["bias"])[0] - (p["mean"] / p["std"]) @ p["weight"])
+
     def rounding(self, rows: np.ndarray) -> np.ndarray:
-        c, p = self.config, self.params
-        x = np.asarray(rows, np.float32)[..., c.first_column: c.first_column + c.columns].reshape(len(rows), -1)
-        return ((x - p["mean"]) / p["std"]) @ p["weight"] + p["bias"]
+        c = self.config
+        x = np.asarray(rows, np.float32)[..., c.first_column: c.first_column + c.columns]
+        return np.einsum("nrc,rc->n", x, self.weight) + self.bias
