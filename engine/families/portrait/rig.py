@@ -68,7 +68,7 @@ UPPER_FOLLOW = 0.6  # the upper inner lip comes down this share of the jaw's dro
 PERIORAL_FOLLOW = 0.7  # the skin around the corners follows this share of their sideways travel
 # when the lips round or spread. With the lips alone moving, the warp squeezed the skin beside
 # them and mediapipe read a rounded mouth (lip_round 1, shut) no narrower (0.677 -> 0.685 eye
-# distances); with it, 0.636 (training/motion/judge.py, docs/motion.md "Shape")
+# distances); with it and PUCKER 0, 0.636 (the judge's mouth_measures; docs/motion.md "Shape")
 PUCKER = 0.0  # how far rounding pushes the outer lip contours apart, in mouth widths. Drawn at the
 # read value (READ_PUCKER) a rounded mouth read as parted (0.044 -> 0.083 at lip_round 1, shut)
 # and the rendered opening followed real mouths less
