@@ -15,12 +15,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 C = TypeVar("C")
+M = TypeVar("M", bound="Module")
 
 
 class Module:
     """Base class: a named model with an optional safetensors checkpoint."""
 
     name: str = "module"
+    config: Any  # a subclass's typed config dataclass, where it has one
 
     def __init__(self, checkpoint: Path | None = None):
         self.checkpoint = checkpoint
@@ -31,6 +33,17 @@ class Module:
         from safetensors.numpy import load_file
 
         return load_file(str(path))
+
+    @classmethod
+    def from_params(cls: type[M], params: dict[str, np.ndarray], config: Any) -> M:
+        """A model from in-memory weights and its config (tests, evaluation during training)."""
+        model = cls.__new__(cls)
+        model.checkpoint, model.params, model.config = None, params, config
+        model.prepare()
+        return model
+
+    def prepare(self) -> None:
+        """Whatever a subclass derives from `params` once, after loading or from_params."""
 
     def initial_state(self, seed: int) -> Any:
         """Fresh per-session state: a small dataclass of fixed-size arrays; None when stateless."""

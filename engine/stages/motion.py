@@ -116,7 +116,8 @@ class MotionStage(Stage[AudioFeatures, MotionChunk, MotionState]):
             closing, gains, rounded = self.shaping.follow(state.features, db[i: i + self.chunk], state.shaping)
             shut.append(closing)
             gain.append(gains)
-            rounding += [] if rounded is None else [rounded]
+            if rounded is not None:
+                rounding.append(rounded)
         coeffs = np.concatenate(out)  # a copy: the window in the state stays in the model's own units
         shape = np.concatenate(rounding) if rounding else None
         coeffs = self.shaping.shape(coeffs, np.concatenate(shut), np.concatenate(gain), data.chunk.pcm, state.shaping,

@@ -116,11 +116,8 @@ class MouthShaping:
         return np.convolve(db, np.ones(3) / 3, "valid")
 
     def _shut(self, feats: np.ndarray) -> np.ndarray:
-        """How far to shut each frame of the window after its context (0..1), from LipClosure.
-
-        The window's rows carry the features `lookahead` frames ahead of their frame, so the
-        last `rows` rows up to a frame's own are the detector's input for it.
-        """
+        """How far to shut each frame of the window after its context (0..1), from LipClosure
+        hearing the rows _rows gives it."""
         assert self.closure is not None  # follow() calls this only with a detector
         mel = feats[:, : self.closure.config.audio_dim]  # the detector hears the log-mel columns
         low, high = self.gate

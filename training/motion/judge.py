@@ -214,9 +214,11 @@ def shape_widths(segments: list, width: np.ndarray) -> dict[str, list[float]]:
     scale = np.nanmedian(width)
     out: dict[str, list[float]] = {"rounded": [], "spread": []}
     for s in segments:
-        kind = {1: "rounded", -1: "spread", 0: None}[rounding_sign(s.viseme)]
+        kind = {1: "rounded", -1: "spread"}.get(rounding_sign(s.viseme))
+        if kind is None:
+            continue
         frames = width[frames_of(s, len(width))] / scale
-        if kind and np.isfinite(frames).any():
+        if np.isfinite(frames).any():
             out[kind].append(float(np.nanmean(frames)))
     return out
 

@@ -54,13 +54,18 @@ def centres(data: dict, c: LipShapeConfig, held_back: float) -> tuple[np.ndarray
     return inside(spans[:cut]), inside(spans[cut:])
 
 
+def windows(data: dict, at: np.ndarray, c: LipShapeConfig) -> np.ndarray:
+    """(N, rows, feature columns) the rows around each frame, as MotionStage hands them over."""
+    return data["features"][at[:, None] + np.arange(-c.context, c.lookahead + 1)]
+
+
 def rows(data: dict, at: np.ndarray, c: LipShapeConfig) -> np.ndarray:
     """(N, rows * columns) the encoder's rows around each frame, side by side."""
-    window = data["features"][at[:, None] + np.arange(-c.context, c.lookahead + 1)]
-    return window[..., c.first_column: c.first_column + c.columns].astype(np.float32).reshape(len(at), -1)
+    window = windows(data, at, c)[..., c.first_column: c.first_column + c.columns]
+    return window.astype(np.float32).reshape(len(at), -1)
 
 
-def fit(sets: list[dict], config: ShapeFitConfig, c: LipShapeConfig = LipShapeConfig(), log=print) -> LipShape:
+def fit(sets: list[dict], config: ShapeFitConfig, c: LipShapeConfig = LipShapeConfig()) -> LipShape:
     rng = np.random.default_rng(config.seed)
     shares = np.asarray(config.shares[: len(sets)], np.float64)
     picked = []
@@ -81,9 +86,8 @@ def fit(sets: list[dict], config: ShapeFitConfig, c: LipShapeConfig = LipShapeCo
     penalty = config.ridge * gram[-1, -1] * np.eye(len(gram))
     penalty[-1, -1] = 0  # the bias is not shrunk
     solved = np.linalg.solve(gram + penalty, moment)
-    params = {"mean": mean, "std": std, "weight": solved[:-1].astype(np.float32),
-              "bias": np.asarray(solved[-1], np.float32)}
-    return LipShape.from_params({k: np.asarray(v, np.float32) for k, v in params.items()}, c)
+    params = {"mean": mean, "std": std, "weight": solved[:-1], "bias": solved[-1:]}
+    return LipShape.from_params({k: v.astype(np.float32) for k, v in params.items()}, c)
 
 
 def auc(score: np.ndarray, label: np.ndarray) -> float:
@@ -98,9 +102,7 @@ def held_back_auc(model: LipShape, sets: list[dict], held_back: float) -> list[f
     out = []
     for data in sets:
         at = centres(data, model.config, held_back)[1]
-        y = labels(data)[at]
-        out.append(round(auc(model.rounding(data["features"][at[:, None] + np.arange(-model.config.context,
-                                                                              model.config.lookahead + 1)]), y), 3))
+        out.append(round(auc(model.rounding(windows(data, at, model.config)), labels(data)[at]), 3))
     return out
 
 
@@ -117,7 +119,7 @@ def save(model: LipShape, out: Path, config: ShapeFitConfig) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, nargs="+", default=[Path(".cache/real-data")])
+    parser.add_argument("--data", type=Path, nargs="+", default=[Path(".cache/real-data-speed")])
     parser.add_argument("--shares", type=float, nargs="+", default=list(ShapeFitConfig.shares))
     parser.add_argument("--frames", type=int, default=ShapeFitConfig.frames)
     parser.add_argument("--ridge", type=float, default=ShapeFitConfig.ridge)

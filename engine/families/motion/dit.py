@@ -82,16 +82,11 @@ class MotionDiT(Module):
         super().__init__(checkpoint)
         # the committed weights' metadata also carries sampler settings, now SamplerConfig's
         self.config = saved_config(checkpoint, MotionDiTConfig)
+        self.prepare()
+
+    def prepare(self) -> None:
         self.p = _prepared(self.params)
         self._conditions: dict[float, list[list[np.ndarray]]] = {}
-
-    @classmethod
-    def from_params(cls, params: dict[str, np.ndarray], config: MotionDiTConfig) -> MotionDiT:
-        """A model from in-memory weights (tests, and evaluation during training)."""
-        model = cls.__new__(cls)
-        model.checkpoint, model.params, model.config = None, params, config
-        model.p, model._conditions = _prepared(params), {}
-        return model
 
     def velocity(self, x: np.ndarray, known: np.ndarray, audio: np.ndarray, sigma: np.ndarray) -> np.ndarray:
         """x (B, W, M) normalised motion, known (B, W), audio (B, W, A) normalised, sigma (B,) -> (B, W, M)."""

@@ -61,14 +61,10 @@ class LipClosure(Module):
     def __init__(self, checkpoint: Path = WEIGHTS):
         super().__init__(checkpoint)
         self.config = saved_config(checkpoint, LipClosureConfig)
-        self.p = {k: np.asarray(v, np.float32) for k, v in self.params.items()}
+        self.prepare()
 
-    @classmethod
-    def from_params(cls, params: dict[str, np.ndarray], config: LipClosureConfig) -> LipClosure:
-        model = cls.__new__(cls)
-        model.checkpoint, model.params, model.config = None, params, config
-        model.p = {k: np.asarray(v, np.float32) for k, v in params.items()}
-        return model
+    def prepare(self) -> None:
+        self.p = {k: np.asarray(v, np.float32) for k, v in self.params.items()}
 
     def probability(self, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, np.float32)

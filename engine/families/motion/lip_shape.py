@@ -53,16 +53,9 @@ class LipShape(Module):
     def __init__(self, checkpoint: Path = WEIGHTS):
         super().__init__(checkpoint)
         self.config = saved_config(checkpoint, LipShapeConfig)
-        self._fold()
+        self.prepare()
 
-    @classmethod
-    def from_params(cls, params: dict[str, np.ndarray], config: LipShapeConfig) -> LipShape:
-        model = cls.__new__(cls)
-        model.checkpoint, model.params, model.config = None, params, config
-        model._fold()
-        return model
-
-    def _fold(self) -> None:
+    def prepare(self) -> None:
         """The standardisation folded into the weights: one dot product per frame."""
         p = self.params
         self.weight = (p["weight"] / p["std"]).reshape(self.config.rows, self.config.columns).astype(np.float32)
