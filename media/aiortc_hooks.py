@@ -12,20 +12,32 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiortc
-from aiortc import rtcrtpsender
 from aiortc.jitterbuffer import JitterBuffer
 
 logger = logging.getLogger("media.aiortc_hooks")
 PINNED = "1.16.0"
 JITTER_BUFFER = "_RTCRtpReceiver__jitter_buffer"  # name-mangled: RTCRtpReceiver.__jitter_buffer
+ENCODER = "_RTCRtpSender__encoder"  # name-mangled: RTCRtpSender.__encoder
 
 
-def use_encoders(factory: Callable[[Any], Any]) -> None:
-    """Every RTCRtpSender in this process gets its encoder from `factory(codec)`: aiortc has
-    no setting for its encoders; each sender asks the module function
-    `aiortc.rtcrtpsender.get_encoder` (x264's default preset and a keyframe on every REMB
-    change otherwise: server/stream/encoder.py)."""
-    rtcrtpsender.get_encoder = factory  # type: ignore[assignment]  # ours returns an Encoder too
+def give_encoder(sender: Any, make: Callable[[Any], Any]) -> bool:
+    """This RTCRtpSender's encoder made by `make(codec)` once the codec is negotiated, where
+    aiortc would make its own: aiortc has no setting for its encoders (x264's default preset
+    and a keyframe on every REMB change: server/stream/encoder.py), and makes them without
+    knowing whose track they serve. Wraps `sender._next_encoded_frame(codec)`, which asks
+    for the encoder the first time it is None."""
+    if not hasattr(sender, ENCODER):
+        logger.warning("this aiortc keeps its encoders elsewhere: video uses aiortc's own encoder")
+        return False
+
+    def wrap(next_frame: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        async def with_ours(codec: Any) -> Any:
+            if getattr(sender, ENCODER) is None:
+                setattr(sender, ENCODER, make(codec))
+            return await next_frame(codec)
+        return with_ours
+
+    return _wrap(sender, "_next_encoded_frame", wrap, "video uses aiortc's own encoder")
 
 
 def wrap_retransmit(sender: Any, wrap: Callable[[Callable[[int], Awaitable[None]]], Callable[[int], Awaitable[None]]]
@@ -59,8 +71,11 @@ def missing() -> list[str]:
     """What this process's aiortc lacks of what the hooks rely on (empty: all there)."""
     from aiortc import RTCRtpReceiver, RTCRtpSender
 
-    wanted = [(rtcrtpsender, "get_encoder"), (RTCRtpSender, "_retransmit"), (RTCRtpSender, "_handle_rtcp_packet")]
-    gaps = [f"{getattr(owner, '__name__', owner)}.{name}" for owner, name in wanted if not hasattr(owner, name)]
+    wanted = [(RTCRtpSender, "_next_encoded_frame"), (RTCRtpSender, "_retransmit"),
+              (RTCRtpSender, "_handle_rtcp_packet")]
+    gaps = [f"{owner.__name__}.{name}" for owner, name in wanted if not hasattr(owner, name)]
+    if "self.__encoder: Optional[Encoder] = None" not in inspect.getsource(RTCRtpSender.__init__):
+        gaps.append(f"RTCRtpSender.{ENCODER}")
     if "self.__jitter_buffer" not in inspect.getsource(RTCRtpReceiver.__init__):
         gaps.append(f"RTCRtpReceiver.{JITTER_BUFFER}")
     if aiortc.__version__ != PINNED:

@@ -33,8 +33,8 @@ PROBE_AFTER_S, PROBE_AFTER_MAX_S = 2 * MIN_CHANGE_S, 64.0  # a steady estimate i
 class BitrateControl:
     """The video's target bitrate for one viewer, with hysteresis (see the module docstring).
 
-    The session's video track owns it and hands it to its encoder on every frame
-    (`frame.opaque`, in an OnFrame): aiortc builds the encoder without telling it whose it is."""
+    The session's video track owns it; its sender's encoder is made with it
+    (server/stream/encoder.py use_realtime_encoder) and tells it each receiver estimate."""
 
     def __init__(self, ceiling: int):
         self.ceiling, self.rate, self.changed_at = ceiling, ceiling, -MIN_CHANGE_S

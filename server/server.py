@@ -22,7 +22,6 @@ from server.errors import ApiError
 from server.metrics import Metrics
 from server.publish.targets import TargetPolicy
 from server.session import Session, SessionConfig, SessionHooks
-from server.stream import encoder
 from server.stream.signaling import answer, peer_connection
 from server.voice.asr import SpeechRecognizer
 from server.voice.llm import ChatLLM, LlmConfig
@@ -65,7 +64,6 @@ class Server:
         return EngineClient(self.engine_config, self.config.workers, on_restart=restarted)
 
     async def startup(self, app: web.Application) -> None:
-        encoder.install()
         await asyncio.gather(self.engine.start(), self.tts.start())
         if self.llm.configured:  # chat can be asked for: Whisper loads now, not during the first question
             self._warm_asr()

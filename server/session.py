@@ -38,6 +38,7 @@ from server.stream.monitor import CONNECT_TIMEOUT_S, SessionMonitor
 from server.stream.playout import Playout
 from server.stream.speech_queue import SpeechQueue
 from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
+from server.stream.video_path import video_path
 from server.stream.viewers import SharedEncoder, Viewer
 from server.voice.conversation import Conversation
 from server.voice.utterances import Utterances
@@ -89,15 +90,15 @@ class Session:
         self.failed = False
         self._tasks: set[asyncio.Task] = set()
         self.speech = SpeechQueue()
-        self.playout = Playout(self.engine.frame, self.engine.release, self._on_marks, config.size,
-                              encoded=self.engine.encoded, on_gap=self.engine.want_keyframe)
+        self.playout = Playout(video_path(self.engine, config.size), self.engine.release,
+                               self._on_marks, config.size)
         self.utterances = Utterances(session_id, self.speech, self.playout, self.hub, tts, self.spawn,
                                      self.closed, config.max_queued, hooks.interrupted)
         self.pump = MediaPump(self.engine, self.speech, self.playout, self.closed, config.chunk_frames,
                               config.lead_frames, config.delay_frames, config.echo)
         self.video = AvatarVideoTrack(self.playout, config.video_bitrate, self._first_frame)
         self.engine.follow(self.video.bitrate)
-        self.video.keyframe_wanted = self.engine.want_keyframe
+        self.video.keyframe_wanted = self.playout.path.want_keyframe
         self.audio = AvatarAudioTrack(self.playout)
         self.monitor = SessionMonitor(pc, self.video, self.audio, self.playout, self.hub, self.closed, self.fail)
         self.ttff_ms: float | None = None
@@ -174,7 +175,7 @@ class Session:
         if self.broadcast is not None:
             raise ApiError(409, "broadcast_active", "this session is already broadcasting; DELETE it first")
         if target.scheme.startswith("rtmp"):
-            self.broadcast = Broadcast(target, self.playout, self.hub.emit, self.engine.want_keyframe)
+            self.broadcast = Broadcast(target, self.playout, self.hub.emit)
         else:
             self.broadcast = WhipBroadcast(target, self.playout, self.shared_encoder(), self.hub.emit)
 
@@ -185,7 +186,7 @@ class Session:
     def shared_encoder(self) -> SharedEncoder:
         """The one H.264 encode of this session's added viewers and WHIP publisher."""
         if self._shared is None:
-            self._shared = SharedEncoder(self.playout, self.video.bitrate.ceiling, self.engine.want_keyframe)
+            self._shared = SharedEncoder(self.playout, self.video.bitrate.ceiling)
         return self._shared
 
     def new_viewer(self, pc: RTCPeerConnection) -> Viewer:

@@ -17,7 +17,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -165,6 +165,9 @@ class WorkerHandle:
         self.ring.close(unlink=True)
 
 
+FrameFormat = Literal["i420", "h264"]  # what an engine hands over: raw frames, or access units
+
+
 @dataclass
 class RenderedChunk:
     chunk_id: int
@@ -174,11 +177,12 @@ class RenderedChunk:
 class RenderSession(Protocol):
     """What a Session needs of its engine: WorkerSession here, RaySession with AVATAR_ENGINE=ray.
 
-    `frame(slot)` is a raw I420 frame where `encoded` is False, an H.264 access unit where it
-    is True; an encoded stream follows the viewer's link itself (`follow`) and is asked for a
-    keyframe when a frame was not sent (`want_keyframe`)."""
+    `frame(slot)` is a raw I420 frame where `frame_format` is "i420", an H.264 access unit
+    where it is "h264" (server/stream/video_path.py); an engine that compresses follows the
+    viewer's link itself (`follow`) and is asked for a keyframe when a unit was not sent
+    (`want_keyframe`)."""
 
-    encoded: bool
+    frame_format: FrameFormat
 
     def follow(self, link: BitrateControl) -> None: ...
 
@@ -244,7 +248,7 @@ class WorkerSession:
             raise
         return await future
 
-    encoded = False  # frames come raw from the ring; the server's encoder follows the link
+    frame_format: FrameFormat = "i420"  # raw from the ring; the server's encoder follows the link
 
     def follow(self, link: BitrateControl) -> None:
         pass

@@ -39,7 +39,7 @@ from engine.config import EngineConfig
 from engine.facade import failure_code
 from engine.runtime.ray_actor import EngineActor, EngineFull
 from server.bitrate import BitrateControl
-from server.engines.client import READY_TIMEOUT_S, Engine, EngineError, EngineUnavailable, RenderedChunk
+from server.engines.client import READY_TIMEOUT_S, Engine, EngineError, EngineUnavailable, FrameFormat, RenderedChunk
 from server.engines.ray_avatars import AvatarShipping
 
 log = logging.getLogger("server.engine")
@@ -77,7 +77,7 @@ class RayWorker:
         self.info: dict[str, Any] = {}  # the answer of its latest ping: pid, host, node
         self.ready = False
         self.sessions: dict[str, RaySession] = {}
-        self.bytes_received = 0  # encoded frames from its node: what crosses the network per session
+        self.bytes_received = 0  # compressed frames from its node: what crosses the network per session
 
     @property
     def capacity(self) -> int:
@@ -121,11 +121,11 @@ Place = Callable[[set[int]], RayWorker | None]  # the actor to try next, given t
 
 
 class RaySession:
-    """A session's handle on its actor: the RenderSession interface. Frames arrive encoded
+    """A session's handle on its actor: the RenderSession interface. Frames arrive as H.264
     (engine/runtime/ray_actor.py) and are kept here under slot numbers of this session's
     own (at most the pump's lead is ever held)."""
 
-    encoded = True
+    frame_format: FrameFormat = "h264"
 
     def __init__(self, worker: RayWorker, session_id: str, avatar: str, seed: int, ceiling: int,
                  on_error: Callable[[EngineError], None], shipping: AvatarShipping, place: Place):

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import av
 import numpy as np
 
 from engine.config import FPS
@@ -30,6 +29,7 @@ from server.publish.retry import PublishFailed, keep_publishing, reporter
 from server.publish.rtmp_publisher import encode_tick
 from server.publish.targets import Target
 from server.stream.playout import Playout
+from server.stream.video_path import Picture
 
 OPEN_TIMEOUT_S = 10.0  # connect, handshake and stream header
 STALL_S = 10.0  # an ingest that takes nothing for this long has gone
@@ -41,11 +41,9 @@ class Broadcast:
     """Publishes a session to one RTMP(S) ingest through its own process, trying again with
     backoff; `emit(type, **fields)` reports to the session's events."""
 
-    def __init__(self, target: Target, playout: Playout, emit: Callable[..., Any],
-                 want_keyframe: Callable[[], None] = lambda: None):
-        """`want_keyframe`: asks the engine for one (its encoded units must start on one)."""
+    def __init__(self, target: Target, playout: Playout, emit: Callable[..., Any]):
         self.target, self.size, self.playout = target, playout.size, playout
-        self._report, self._want_keyframe = reporter(target, emit), want_keyframe
+        self._report = reporter(target, emit)
         self.dropped = 0  # ticks lost to a full pipe (the ingest or the encoder too slow)
         self._publisher: asyncio.subprocess.Process | None = None
         self._full_since: float | None = None
@@ -53,7 +51,7 @@ class Broadcast:
         self._task = asyncio.ensure_future(keep_publishing(target, self._report, self._publish))
         playout.taps.append(self.tap)
 
-    def tap(self, index: int, video: av.VideoFrame | bytes, pcm: np.ndarray) -> None:
+    def tap(self, index: int, picture: Picture, pcm: np.ndarray) -> None:
         """One tick as the viewer has it (called by the Playout, on the event loop)."""
         publisher = self._publisher
         if publisher is None or publisher.stdin is None or publisher.stdin.is_closing():
@@ -65,7 +63,6 @@ class Broadcast:
                 publisher.kill()  # the ingest has stopped taking the stream: try again
             return
         self._full_since = None
-        picture = video.to_ndarray() if isinstance(video, av.VideoFrame) else video
         publisher.stdin.write(encode_tick(index, picture, pcm))
 
     async def stop(self) -> None:
@@ -90,8 +87,7 @@ class Broadcast:
             if not first.get("started"):
                 raise PublishFailed(str(first.get("error", "failed")))
             self._publisher = publisher
-            if self.playout.encoded:
-                self._want_keyframe()  # the publisher decodes the Ray engine's units from here on
+            self.playout.path.want_keyframe()  # the publisher decodes from here on (where units come from the engine)
             self._report("broadcast_started")
             ended = await next_message(publisher)
             raise PublishFailed(str(ended.get("error", "timeout" if self._full_since else "dropped")), started=True)

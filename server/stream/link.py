@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiortc.rtp import RTCP_PSFB_FIR, RTCP_PSFB_PLI, RtcpPsfbPacket
@@ -27,17 +26,6 @@ RESEND_SHARE = 0.2  # of the video's bitrate, at most, goes to resent packets
 RESEND_BURST = 8  # packets
 RESEND_GAP_S = 0.25  # one packet is resent at most once in this long (about a round trip)
 PACKET_BITS = 1200 * 8
-
-
-@dataclass(frozen=True, eq=False)
-class OnFrame:
-    """A BitrateControl riding on one video frame (`frame.opaque`) to the encoder.
-
-    Each frame gets its own: PyAV keys opaque values by id(), so one object set on two
-    live frames is dropped from both when the first is freed (measured: the second frame
-    then arrives without it)."""
-
-    control: BitrateControl
 
 
 class RetransmitLimit:
@@ -77,7 +65,7 @@ def limit_resends(sender: Any, control: BitrateControl) -> RetransmitLimit | Non
 
 def relay_keyframe_requests(sender: Any, want_keyframe: Callable[[], None]) -> None:
     """Tell `want_keyframe` of each PLI or FIR the viewer sends this RTCRtpSender. aiortc
-    acts on them only for frames it encodes itself; frames encoded on an engine's node
+    acts on them only for frames it encodes itself; units an engine made on its node
     (AVATAR_ENGINE=ray) need the engine told, or a viewer that lost a frame waits for
     the next periodic keyframe (up to 2 s)."""
 

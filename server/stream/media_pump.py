@@ -76,9 +76,9 @@ class MediaPump:
     def _lookahead_to_skip(self) -> int:
         """How many of the next chunk's first frames to drop: those that would play the
         silence still in the delay line before an utterance's first sound (see the module
-        docstring). None within speech, and none for an encoded stream, whose later frames
-        reference them."""
-        if not self.speech.starting or self.playout.encoded:
+        docstring). None within speech, and none where the frames after them depend on them
+        (H.264 made by the engine)."""
+        if not self.speech.starting or not self.playout.path.frames_stand_alone:
             return 0
         if any(pcm.any() or marks for pcm, marks, _ in self._sound):
             return 0

@@ -11,37 +11,20 @@ timeline then resumes where it was, so lateness never accumulates into a queue.
 from __future__ import annotations
 
 import asyncio
-import queue
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import av
 import numpy as np
 
 from media.clock import SAMPLES_PER_FRAME
 from media.frame_size import FrameSize, frame_dims
+from server.stream.video_path import Picture, VideoPath
 
 SILENCE = np.zeros(SAMPLES_PER_FRAME, np.int16)
 MUTED_KEPT = 64  # cancelled ids only matter while their audio may still be in flight
-
-
-def put_dropping_oldest(to: queue.Queue, item: Any) -> bool:
-    """Queue `item` for a tap's thread without waiting: when the queue is full its oldest
-    item goes (a tap runs on the event loop and must never block it). Whether one went."""
-    dropped = False
-    while True:
-        try:
-            to.put_nowait(item)
-            return dropped
-        except queue.Full:
-            try:
-                to.get_nowait()
-                dropped = True
-            except queue.Empty:  # the thread took one meanwhile
-                pass
 
 
 @dataclass
@@ -84,11 +67,9 @@ class PlayoutStats:
 class Playout:
     """Hands out tick k to both tracks; see the module docstring."""
 
-    def __init__(self, frame_of: Callable[[int], Any], release: Callable[[int], None],
-                 on_marks: Callable[[list, list[str]], None], size: FrameSize, encoded: bool = False,
-                 on_gap: Callable[[], None] = lambda: None):
-        """`frame_of(slot)`: a raw I420 frame, or with `encoded` an H.264 access unit; an
-        encoded frame that is never sent calls `on_gap` (the next one must be a keyframe)."""
+    def __init__(self, path: VideoPath, release: Callable[[int], None],
+                 on_marks: Callable[[list, list[str]], None], size: FrameSize):
+        """`path` turns the engine's slots into what the tracks send (server/stream/video_path.py)."""
         self.clock = MediaClock()
         self.size = frame_dims(size)  # (width, height)
         self.queue: deque[AVFrame] = deque()
@@ -96,15 +77,11 @@ class Playout:
         self.ready = asyncio.Event()  # set by the first rendered frame: the clock starts there
         self.stats = PlayoutStats()
         self.muted: dict[str, None] = {}  # recently cancelled utterances, oldest first (bounded)
-        self._frame_of, self._release, self._on_marks = frame_of, release, on_marks
+        self.path, self._release, self._on_marks = path, release, on_marks
         self._tick = -1
-        self._video = av.VideoFrame(*self.size, "yuv420p")
         self._audio: dict[int, np.ndarray] = {}
-        self.encoded, self._on_gap = encoded, on_gap
-        self._packets: dict[int, bytes] = {}  # tick -> its access unit, until the video track takes it
-        # each tick as played, its picture and sound (broadcast, added viewers): the picture is
-        # a frame, or when encoded the tick's access unit (empty while the engine is late)
-        self.taps: list[Callable[[int, av.VideoFrame | bytes, np.ndarray], None]] = []
+        # each tick as played, its picture and sound (broadcast, added viewers)
+        self.taps: list[Callable[[int, Picture, np.ndarray], None]] = []
 
     def push(self, frame: AVFrame) -> None:
         self.queue.append(frame)
@@ -115,12 +92,9 @@ class Playout:
         return len(self.queue)
 
     def video(self, tick: int) -> av.VideoFrame | av.Packet:
-        """Tick k's picture: the latest frame (held while none is fresh), or when encoded
-        the access unit made for tick k (empty while none is: aiortc then sends nothing)."""
+        """Tick k's picture, as its path sends it."""
         self._advance(tick)
-        if not self.encoded:
-            return self._video
-        return av.Packet(self._packets.pop(tick, b""))
+        return self.path.sent(tick)
 
     def audio(self, tick: int, half: int) -> np.ndarray:
         self._advance(tick)
@@ -154,20 +128,17 @@ class Playout:
                 if self._tick < tick:
                     self.stats.skipped += 1
                 self._take(entry)
-            picture = self._packets.get(self._tick, b"") if self.encoded else self._video
-            for tap in self.taps:
-                tap(self._tick, picture, self._audio[self._tick])
+            if self.taps:
+                picture = self.path.tapped(self._tick)
+                for tap in self.taps:
+                    tap(self._tick, picture, self._audio[self._tick])
             self._audio.pop(self._tick - 3, None)
-            if self._packets.pop(self._tick - 3, None) is not None:  # the video track fell behind
-                self._on_gap()
+            self.path.passed(self._tick - 3)
             self.consumed.set()
 
     def _take(self, entry: AVFrame) -> None:
         self.stats.played += 1
-        if self.encoded:
-            self._packets[self._tick] = self._frame_of(entry.slot)
-        else:
-            self._video = av.VideoFrame.from_ndarray(self._frame_of(entry.slot), format="yuv420p")
+        self.path.take(self._tick, entry.slot)
         self._release(entry.slot)
         self._audio[self._tick] = entry.pcm
         if entry.marks or entry.utterances:
@@ -176,14 +147,13 @@ class Playout:
     def trim_silence(self, keep: int) -> int:
         """Drop the latest queued frames beyond `keep` while they carry no speech, so speech
         that starts now does not wait behind idle frames rendered ahead; how many went. The
-        picture skips that much idle motion (a few pixels). Encoded frames reference the
-        ones before: the next one must be a keyframe."""
+        picture skips that much idle motion (a few pixels)."""
         dropped = 0
         while len(self.queue) > keep and not (self.queue[-1].utterances or self.queue[-1].marks):
             self._release(self.queue.pop().slot)
             dropped += 1
-        if dropped and self.encoded:
-            self._on_gap()
+        if dropped:
+            self.path.frames_dropped()
         return dropped
 
     def drain(self) -> None:

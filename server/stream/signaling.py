@@ -15,6 +15,7 @@ from aiortc.mediastreams import MediaStreamTrack
 
 from server.config import ServerConfig
 from server.errors import ApiError
+from server.stream.encoder import use_realtime_encoder
 from server.stream.link import limit_resends, relay_keyframe_requests
 from server.stream.tracks import AvatarVideoTrack
 
@@ -83,6 +84,7 @@ async def answer(pc: RTCPeerConnection, sdp: str, video: AvatarVideoTrack, audio
         raise ApiError(400, "no_microphone", "this mode listens to the microphone, and the offer sends no audio: "
                        "offer an audio transceiver 'sendrecv' (or 'sendonly'), or use mode 'tts'")
     video_tx = pc.addTransceiver(video, direction="sendonly")
+    use_realtime_encoder(video_tx.sender, video.bitrate)
     limit_resends(video_tx.sender, video.bitrate)
     relay_keyframe_requests(video_tx.sender, video.keyframe_wanted)
     prefer_h264(video_tx)

@@ -11,7 +11,6 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import FPS, SAMPLE_RATE, SAMPLES_PER_FRAME, VIDEO_CLOCK
 from server.bitrate import BitrateControl
-from server.stream.link import OnFrame
 from server.stream.playout import Playout
 
 AUDIO_PTIME = 0.020
@@ -58,10 +57,9 @@ class AvatarVideoTrack(_PacedTrack):
 
     async def recv(self) -> av.VideoFrame | av.Packet:
         tick = await self._wait_unit()
-        frame = self.playout.video(tick)  # a Packet when the engine encodes on its own node
+        frame = self.playout.video(tick)  # a Packet when the engine compresses on its own node
         frame.pts = tick * (VIDEO_CLOCK // FPS)
         frame.time_base = fractions.Fraction(1, VIDEO_CLOCK)
-        frame.opaque = OnFrame(self.bitrate)  # how the encoder aiortc made for this track finds it
         if self.first_frame_at is None:
             self.first_frame_at = time.monotonic()
             if self._on_first_frame:

@@ -1,13 +1,12 @@
 """Viewers: more people watching one session, receive-only (WHEP style), sharing one encode.
 
 The session's own viewer has its encoder, which follows its link. Every added viewer
-gets the same H.264: a SharedEncoder taps the Playout's ticks, encodes each picture once
-on a thread of its own (the event loop only queues), and hands the access unit of tick
-k to every viewer's track at tick k. With the Ray engine the units come encoded from the
-engine's node already: they are passed on as they are (at the first viewer's rate), and
-keyframe requests go to the engine. aiortc packetises the units as they are, as with
-the Ray engine's. A keyframe request (PLI, FIR) from any viewer, or a viewer joining,
-makes the next unit a keyframe. Audio is each viewer's own Opus, from the same playout.
+gets the same H.264: a SharedEncoder takes each tick's access unit from the session's
+VideoPath (server/stream/video_path.py: raw pictures compressed once on a thread of their
+own, or the Ray engine's units passed on as they are) and hands the unit of tick k to
+every viewer's track at tick k; aiortc packetises the units as they are. A keyframe
+request (PLI, FIR) from any viewer, or a viewer joining, makes the next unit a keyframe.
+Audio is each viewer's own Opus, from the same playout.
 
 Weak on purpose: the shared stream has one rate (the configured ceiling); a viewer on
 a narrow link gets no rate of its own.
@@ -18,52 +17,35 @@ from __future__ import annotations
 import asyncio
 import fractions
 import logging
-import queue
 import secrets
-import threading
 from collections import OrderedDict
-from collections.abc import Callable
 
 import av
-import numpy as np
 from aiortc import RTCPeerConnection
 
 from media.clock import FPS, VIDEO_CLOCK
-from media.h264 import FrameEncoder
-from server.stream.playout import Playout, put_dropping_oldest
+from server.stream.playout import Playout
 from server.stream.tracks import AvatarAudioTrack, AvatarVideoTrack
 
 log = logging.getLogger("server.stream.viewers")
-QUEUE_TICKS = 8  # pictures waiting for the encoder; more means it fell behind: the oldest go
 UNITS_KEPT = 16  # ticks whose units a late viewer track may still ask for
 UNIT_WAIT_S = 0.5
 
 
 class SharedEncoder:
-    """One H.264 encode of a session's ticks, on its own thread, handed to every added viewer
-    (and a WHIP publisher)."""
+    """One H.264 stream of a session's ticks for every added viewer (and a WHIP publisher):
+    each tick's unit from the session's VideoPath (compressed once here, or the engine's own),
+    kept a few ticks for the viewers' tracks to take."""
 
-    def __init__(self, playout: Playout, rate: int, engine_keyframe: Callable[[], None] = lambda: None):
-        self.playout, self.rate, self._engine_keyframe = playout, rate, engine_keyframe
+    def __init__(self, playout: Playout, rate: int):
+        self.playout, self.rate = playout, rate
         self._loop = asyncio.get_running_loop()
         self._units: OrderedDict[int, asyncio.Future[bytes]] = OrderedDict()
-        self._pictures: queue.Queue[tuple[int, np.ndarray] | None] = queue.Queue(QUEUE_TICKS)
-        self._keyframe = threading.Event()
-        if not playout.encoded:  # the Ray engine's units come encoded: nothing to do on a thread
-            threading.Thread(target=self._run, name="shared-encoder", daemon=True).start()
-        playout.taps.append(self.tap)
-
-    def tap(self, tick: int, video: av.VideoFrame | bytes, pcm: np.ndarray) -> None:
-        if isinstance(video, bytes):  # encoded on the engine's node: nothing to encode here
-            self._deliver(tick, video)
-            return
-        if put_dropping_oldest(self._pictures, (tick, video.to_ndarray())):  # the encoder is behind: the oldest
-            self._keyframe.set()  # picture went, so the next unit must be a keyframe
+        self._source = playout.path.viewer_units(rate, self._deliver)
+        playout.taps.append(self._source.tap)
 
     def want_keyframe(self) -> None:
-        self._keyframe.set()
-        if self.playout.encoded:
-            self._engine_keyframe()
+        self._source.want_keyframe()
 
     async def unit(self, tick: int) -> bytes:
         """Tick's access unit; empty when it did not come in time (aiortc then sends nothing)."""
@@ -86,18 +68,9 @@ class SharedEncoder:
         if not future.done():
             future.set_result(unit)
 
-    def _run(self) -> None:
-        encoder = FrameEncoder()
-        while (item := self._pictures.get()) is not None:
-            tick, i420 = item
-            keyframe = self._keyframe.is_set()
-            self._keyframe.clear()
-            unit = encoder.encode(i420, self.rate, keyframe)
-            self._loop.call_soon_threadsafe(self._deliver, tick, unit)
-
     def close(self) -> None:
-        self.playout.taps.remove(self.tap)
-        put_dropping_oldest(self._pictures, None)  # the end marker: what was queued is of no use now
+        self.playout.taps.remove(self._source.tap)
+        self._source.close()
 
 
 class SharedVideoTrack(AvatarVideoTrack):

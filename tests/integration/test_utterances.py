@@ -8,6 +8,7 @@ import pytest
 from server.events import EventHub
 from server.stream.playout import Playout
 from server.stream.speech_queue import SpeechQueue
+from server.stream.video_path import RawVideo
 from server.voice.utterances import HEAD_START_S, Utterances
 from speech.tts import PiperTts
 
@@ -35,7 +36,7 @@ async def voice():
 
 def utterances_for(voice: Timed) -> tuple[Utterances, SpeechQueue]:
     speech = SpeechQueue()
-    playout = Playout(lambda slot: None, lambda slot: None, lambda marks, ids: None, 64)
+    playout = Playout(RawVideo(lambda slot: None, 64), lambda slot: None, lambda marks, ids: None, 64)
     tasks: set[asyncio.Task] = set()
 
     def spawn(coro):

@@ -11,7 +11,8 @@ from media import aiortc_hooks
 from media.prompt_audio import PromptAudioBuffer, listen_promptly
 
 ROOT = Path(__file__).resolve().parents[2]
-PRIVATE = ("._retransmit", "._handle_rtcp_packet", "__jitter_buffer", "rtcrtpsender", "get_encoder =")
+PRIVATE = ("._retransmit", "._handle_rtcp_packet", "__jitter_buffer", "rtcrtpsender", "get_encoder =",
+           "_next_encoded_frame", "__encoder")
 
 
 def test_the_pinned_aiortc_has_everything_the_hooks_rely_on():

@@ -5,17 +5,20 @@ import fractions
 
 import av
 import numpy as np
+import pytest
+from aiortc import RTCPeerConnection, RTCRtpCodecParameters, VideoStreamTrack
 from aiortc.codecs.h264 import h264_depayload
+from aiortc.codecs.vpx import Vp8Encoder
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
 from avatar_client.jitter import LossTolerantJitterBuffer, is_h264_keyframe
+from media import aiortc_hooks
 from server.bitrate import MIN_BITRATE, MIN_CHANGE_S, PROBE_AFTER_MAX_S, PROBE_AFTER_S, BitrateControl
-from server.stream.encoder import RealtimeH264Encoder
+from server.stream.encoder import RealtimeH264Encoder, use_realtime_encoder
 from server.stream.link import (
     RESEND_BURST,
     RESEND_GAP_S,
-    OnFrame,
     RetransmitLimit,
     limit_resends,
     relay_keyframe_requests,
@@ -71,34 +74,51 @@ def test_the_ceiling_is_never_probed_past():
 
 
 def test_the_encoder_follows_the_tracks_control_and_reopens_only_when_it_moves():
-    encoder, control = RealtimeH264Encoder(), BitrateControl(1_200_000)
-    opened = []
+    control = BitrateControl(1_200_000)
+    encoder, opened = RealtimeH264Encoder(control), []
     for i, frame in enumerate(_frames(30)):
-        frame.opaque = OnFrame(control)  # as the session's video track does
         if i == 10:
             assert control.estimate(597_000, now=0.0) and control.rate == 537_300  # x264 reads back 537_000
         encoder.encode(frame)
         if not opened or opened[-1] is not encoder.codec:
             opened.append(encoder.codec)
-    assert encoder.control is control
     assert [codec.bit_rate for codec in opened] == [1_200_000, 537_000], "one reopen, for the one change"
 
 
+@pytest.mark.parametrize(("mime", "made"), [("video/H264", RealtimeH264Encoder), ("video/VP8", Vp8Encoder)])
+async def test_a_session_sender_encodes_h264_with_ours_following_its_tracks_control(mime, made):
+    """aiortc makes a sender's encoder on its first frame, knowing only the codec: the sender
+    gets ours, made with the track's control; another codec keeps aiortc's own."""
+    pc, control = RTCPeerConnection(), BitrateControl(1_200_000)
+    try:
+        sender = pc.addTransceiver(VideoStreamTrack(), direction="sendonly").sender
+        assert use_realtime_encoder(sender, control)
+        codec = RTCRtpCodecParameters(mimeType=mime, clockRate=90_000, payloadType=96)
+        assert await sender._next_encoded_frame(codec) is not None
+        encoder = getattr(sender, aiortc_hooks.ENCODER)
+        assert type(encoder) is made
+        if made is RealtimeH264Encoder:
+            assert encoder.control is control
+            encoder.target_bitrate = 500_000  # a receiver's estimate, as aiortc hands it on
+            assert control.rate == 450_000
+    finally:
+        await pc.close()
+
+
 def _frames(count: int):
-    """A moving gradient, as cheap to encode as a face, carrying its track's BitrateControl."""
-    y, x, control = *np.mgrid[:256, :256], BitrateControl(1_200_000)
+    """A moving gradient, as cheap to encode as a face."""
+    y, x = np.mgrid[:256, :256]
     for i in range(count):
         rgb = np.stack([(x + 3 * i) % 256, (y + 2 * i) % 256, (x + y) // 2 % 256], axis=-1).astype(np.uint8)
         frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
         frame.pts, frame.time_base = i * 3600, fractions.Fraction(1, 90_000)
-        frame.opaque = OnFrame(control)
         yield frame
 
 
 def _stream(buffer, frames: int, lost: int):
     """Packets of an x264 stream through `buffer`, one packet (of frame `lost`) never arriving;
     a PLI makes the next frame a keyframe. Returns (frame index, keyframe?) of each frame out, PLI count."""
-    encoder, seq, pli_pending, out, plis = RealtimeH264Encoder(), 0, False, [], 0
+    encoder, seq, pli_pending, out, plis = RealtimeH264Encoder(BitrateControl(1_200_000)), 0, False, [], 0
     for i, frame in enumerate(_frames(frames)):
         payloads, timestamp = encoder.encode(frame, force_keyframe=pli_pending)
         pli_pending = False

@@ -5,6 +5,7 @@ import pytest
 
 from engine.config import SAMPLES_PER_FRAME
 from server.stream.playout import AVFrame, Playout
+from server.stream.video_path import RawVideo
 
 pytestmark = pytest.mark.unit
 SIZE = 16
@@ -13,7 +14,7 @@ SIZE = 16
 def make_playout():
     slots = {i: np.full((SIZE * 3 // 2, SIZE), i * 10, np.uint8) for i in range(8)}
     released = []
-    playout = Playout(slots.__getitem__, released.append, lambda marks, utts: None, SIZE)
+    playout = Playout(RawVideo(slots.__getitem__, SIZE), released.append, lambda marks, utts: None, SIZE)
     return playout, released
 
 
