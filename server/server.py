@@ -4,7 +4,6 @@ live sessions, with admission (capacity, per-address limits) and each session's 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import secrets
 import time
@@ -147,13 +146,13 @@ class Server:
 
     def _new_session(self, mode: str, avatar: Path, client: str | None) -> Session:
         session_id = secrets.token_hex(8)
-        open_engine = functools.partial(self.engine.open_session, session_id, str(avatar), secrets.randbits(31))
+        engine = self.engine.open_session(session_id, str(avatar), secrets.randbits(31))
         config = SessionConfig(self.engine_config.frame, self.engine_config.chunk_frames, self.config.lead_frames,
                                mode, echo=bool(self.config.mirror_echo), delay_frames=self.motion_delay,
                                max_queued=self.config.max_queued_utterances, video_bitrate=self.config.video_bitrate,
                                max_viewers=self.config.max_viewers)
         hooks = SessionHooks(self.metrics.ttff.observe, self.metrics.interrupts.inc, self._forget)
-        session = Session(session_id, peer_connection(self.config), open_engine, self.tts, config, client, hooks,
+        session = Session(session_id, peer_connection(self.config), engine, self.tts, config, client, hooks,
                           chat=(self.asr, self.llm))
         if mode == "chat":  # without an LLM configured it loads only now, while the user says hello
             self._warm_asr()

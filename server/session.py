@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("server.session")
 VIEWER_CONNECT_S = CONNECT_TIMEOUT_S  # an added viewer that never connects frees its place as a session's offer does
-EngineOpener = Callable[[Callable[[EngineError], None]], RenderSession]
-"""Opens the session's engine session, reporting its failures to the callback given."""
 
 
 @dataclass(frozen=True)
@@ -80,12 +78,13 @@ class Session:
     """One viewer's session: composes its utterances, pump, playout, tracks and monitor, and
     owns its viewers, broadcast, microphone and end."""
 
-    def __init__(self, session_id: str, pc: RTCPeerConnection, open_engine: EngineOpener, tts: TextToSpeech,
+    def __init__(self, session_id: str, pc: RTCPeerConnection, engine: RenderSession, tts: TextToSpeech,
                  config: SessionConfig, client: str | None = None, hooks: SessionHooks = SessionHooks(),
                  chat: tuple[SpeechRecognizer, ChatLLM] | None = None):
         self.id, self.pc, self.mode, self.client, self.hooks = session_id, pc, config.mode, client, hooks
         self.hub = EventHub(session_id)
-        self.engine = open_engine(lambda exc: self.fail(exc.code, str(exc)))
+        self.engine = engine
+        engine.failure.add_done_callback(self._engine_failed)
         self.closed = asyncio.Event()
         self.failed = False
         self._tasks: set[asyncio.Task] = set()
@@ -121,6 +120,10 @@ class Session:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def _engine_failed(self, failure: asyncio.Future[EngineError]) -> None:
+        if not failure.cancelled():
+            self.fail(failure.result().code, str(failure.result()))
 
     def _on_marks(self, marks: list, utterances: list[str]) -> None:
         self.utterances.on_marks(marks, utterances)  # the playout is made before the utterances it serves

@@ -183,6 +183,7 @@ class RenderSession(Protocol):
     (`want_keyframe`)."""
 
     frame_format: FrameFormat
+    failure: asyncio.Future[EngineError]  # resolved with what ended it, unless the server closed it first
 
     def follow(self, link: BitrateControl) -> None: ...
 
@@ -202,8 +203,9 @@ class RenderSession(Protocol):
 class WorkerSession:
     """A session's handle on its worker: open, render chunks, release slots, close."""
 
-    def __init__(self, worker: WorkerHandle, session_id: str, on_error: Callable[[EngineError], None]):
-        self.worker, self.session_id, self.on_error = worker, session_id, on_error
+    def __init__(self, worker: WorkerHandle, session_id: str):
+        self.worker, self.session_id = worker, session_id
+        self.failure: asyncio.Future[EngineError] = asyncio.get_running_loop().create_future()
         self._opened: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending: dict[int, asyncio.Future] = {}
         self.closed = False
@@ -229,8 +231,8 @@ class WorkerSession:
             if not future.done():
                 future.set_exception(error)
         self._pending.clear()
-        if not self.closed:
-            self.on_error(error)
+        if not self.closed and not self.failure.done():
+            self.failure.set_result(error)
 
     async def wait_open(self) -> None:
         await self._opened
@@ -283,8 +285,7 @@ class Engine(ABC):
     async def start(self) -> None: ...
 
     @abstractmethod
-    def open_session(self, session_id: str, avatar: str, seed: int,
-                     on_error: Callable[[EngineError], None]) -> RenderSession: ...
+    def open_session(self, session_id: str, avatar: str, seed: int) -> RenderSession: ...
 
     @property
     @abstractmethod
@@ -332,10 +333,9 @@ class EngineClient(Engine):
         asyncio.ensure_future(dead.stop())  # reap the process, unlink its ring
         log.info("engine worker %d restarted", dead.index)
 
-    def open_session(self, session_id: str, avatar: str, seed: int,
-                     on_error: Callable[[EngineError], None]) -> WorkerSession:
+    def open_session(self, session_id: str, avatar: str, seed: int) -> WorkerSession:
         worker = min(self.workers, key=lambda w: (not w.ready.done(), len(w.sessions)))
-        session = WorkerSession(worker, session_id, on_error)
+        session = WorkerSession(worker, session_id)
         worker.sessions[session_id] = session
         worker.send(OpenSessionRequest(session_id, avatar, seed))
         return session

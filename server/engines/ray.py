@@ -128,8 +128,9 @@ class RaySession:
     frame_format: FrameFormat = "h264"
 
     def __init__(self, worker: RayWorker, session_id: str, avatar: str, seed: int, ceiling: int,
-                 on_error: Callable[[EngineError], None], shipping: AvatarShipping, place: Place):
-        self.worker, self.session_id, self.on_error = worker, session_id, on_error
+                 shipping: AvatarShipping, place: Place):
+        self.worker, self.session_id = worker, session_id
+        self.failure: asyncio.Future[EngineError] = asyncio.get_running_loop().create_future()
         self.closed = False
         self.link = BitrateControl(ceiling)  # the viewer's, once its track exists (follow)
         self._keyframe = False
@@ -184,7 +185,7 @@ class RaySession:
         if not self.closed:
             self.closed = True
             self.worker.sessions.pop(self.session_id, None)
-            self.on_error(error)
+            self.failure.set_result(error)
 
     async def wait_open(self) -> None:
         await self._opened
@@ -330,11 +331,10 @@ class RayEngineClient(Engine):
                 if isinstance(result, Exception):
                     worker.lost(type(result).__name__)
 
-    def open_session(self, session_id: str, avatar: str, seed: int,
-                     on_error: Callable[[EngineError], None]) -> RaySession:
+    def open_session(self, session_id: str, avatar: str, seed: int) -> RaySession:
         # the most free places anywhere in the cluster; none ready or none free: its open fails
         worker = self._place(set()) or max([w for w in self.workers if w.ready] or self.workers, key=_most_free)
-        session = RaySession(worker, session_id, avatar, seed, self.bitrate, on_error, self.shipping, self._place)
+        session = RaySession(worker, session_id, avatar, seed, self.bitrate, self.shipping, self._place)
         worker.sessions[session_id] = session
         return session
 
