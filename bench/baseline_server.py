@@ -15,7 +15,7 @@ from aiohttp import web
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import AudioStreamTrack, VideoStreamTrack
 
-from engine.package_files import package_path
+from engine.package_files import top_level_folder
 
 
 class SyntheticVideo(VideoStreamTrack):
@@ -84,7 +84,7 @@ def main() -> None:
     app.router.add_get("/v1/sessions/{id}/events", events)
     app.router.add_get("/", blank_page)
     app.router.add_get("/favicon.ico", lambda request: web.Response(status=204))
-    app.router.add_static("/web/", package_path("server", "web"))
+    app.router.add_static("/web/", top_level_folder("web"))
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
 
 

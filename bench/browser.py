@@ -1,6 +1,6 @@
 """Benchmark: Connect -> first video frame shown in headless Chromium, beside a bare aiortc server.
 
-Both servers are driven by the same server/web/avatar-client.js in the same browser, so the
+Both servers are driven by the same web/avatar-client.js in the same browser, so the
 ratio isolates what the avatar adds over plain WebRTC on this machine. Prints JSON.
 
     .venv/bin/python bench/browser.py [--runs 5]

@@ -21,3 +21,10 @@ def package_path(package: str, *parts: str) -> Path:
     if isinstance(resource, Path):
         return resource
     return _EXTRACTED.enter_context(as_file(resource))
+
+
+def top_level_folder(name: str) -> Path:
+    """static/ (the demo pages) or web/ (the JS client): at the top of a checkout (editable
+    installs too), and inside the server package in a wheel (setup.py puts them there)."""
+    shipped = package_path("server", name)
+    return shipped if shipped.is_dir() else Path(__file__).resolve().parents[1] / name

@@ -54,8 +54,8 @@ def fresh_environment(wheel: Path, target: Path) -> Path:
 
 
 def pack_client(dest: Path) -> Path:
-    """`npm pack` of the JS client (server/web); returns the unpacked tarball's package/ folder."""
-    out = subprocess.run(["npm", "pack", "--json", "--pack-destination", str(dest)], cwd=ROOT / "server" / "web",
+    """`npm pack` of the JS client (web/); returns the unpacked tarball's package/ folder."""
+    out = subprocess.run(["npm", "pack", "--json", "--pack-destination", str(dest)], cwd=ROOT / "web",
                          capture_output=True, text=True, check=True).stdout
     tarball = dest / json.loads(out)[0]["filename"]
     with tarfile.open(tarball) as tar:

@@ -1,7 +1,14 @@
 """Stage: a typed step of the Pipeline, coordinating one or more Modules.
 
 Each stage declares its input and output dataclass; `run` is a pure function of
-the input and the stage's slice of the RollingState.
+the input and the stage's slice of the RollingState, and data flows one way, from each
+stage's output to the next stage's input.
+
+One exception, part of the contract: stages that form a loop within a session may share
+one state object in place of a slice each. The latent family does (its Pipeline's
+`new_state`): its A2V stage conditions each chunk on the last frames its decode stage made
+of the one before, and needs that chunk decoded to the end before it samples the next, so
+it asks the decode stage to finish. Nothing outside the family sees that state.
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from engine.package_files import package_path
+from engine.package_files import top_level_folder
 from server.errors import ApiError
 from server.security import has_token
 from server.server import SERVER
 
-PAGES = {prefix: package_path("server", prefix) for prefix in ("static", "web")}
+PAGES = {prefix: top_level_folder(prefix) for prefix in ("static", "web")}
 routes = web.RouteTableDef()
 
 

@@ -24,7 +24,8 @@ log = logging.getLogger("engine.latent")
 
 
 class LatentPipeline(Pipeline):
-    """Its stages share one LatentSession (stages.py says why) instead of a slice each."""
+    """Its stages share one LatentSession instead of a slice each: the loop that
+    engine/core/stage.py allows (stages.py says why)."""
 
     def new_state(self, seed: int) -> RollingState:
         session = self.stages[0].new_state(seed)

@@ -11,8 +11,9 @@ it publishes. So the picture lags its sound by `StreamConfig.delay_frames` (the 
 line matches that), no request waits for a generation that finishes within the lead, and the
 first frames of a chunk leave before its last latent is decoded.
 
-All stages share one `LatentSession`: the boundary the A2V stage conditions on is made from
-the frames the decode stage produced last.
+All stages share one `LatentSession`, the loop engine/core/stage.py allows: the boundary the
+A2V stage conditions on is made from the frames the decode stage produced last, so before it
+samples a chunk the A2V stage has the decode stage finish the one before (`finish`).
 """
 
 from __future__ import annotations
