@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -37,6 +38,8 @@ def end(proc: subprocess.Popen, grace_s: float) -> None:
 class ServerProcess:
     """`python -m server` as a user runs it, with its log kept for failures."""
 
+    _store: tempfile.TemporaryDirectory | None = None  # its avatar store, when it got one of its own
+
     def __init__(self, env: dict[str, str] | None = None, host: str = "127.0.0.1", prefix: tuple[str, ...] = (),
                  command: tuple[str, ...] = (sys.executable, "-m", "server"), cwd: Path = ROOT):
         """`prefix`: a command to run the server under (e.g. `ip netns exec NAME`); `command`
@@ -44,9 +47,17 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://{host}:{self.port}"
         self.log = open(ARTIFACTS / f"server-{self.port}.log", "w")
+        env = {**os.environ, **(env or {})}
+        # Its own avatar store unless the caller names one: the default is the user's
+        # ~/.cache, where every run's uploads would pile up to max_avatars (seen: the third
+        # suite on one machine was refused too_many_avatars).
+        self._store = None if "AVATAR_AVATARS_DIR" in env else tempfile.TemporaryDirectory(prefix="avatar-store-")
+        if self._store is not None:
+            env["AVATAR_AVATARS_DIR"] = self._store.name
+        self.avatars_dir = Path(env["AVATAR_AVATARS_DIR"])
         self.proc = subprocess.Popen(
             [*prefix, *command, "--host", host, "--port", str(self.port)],
-            cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, env=env,
         )
 
     def wait_ready(self, timeout: float = 180) -> None:
@@ -79,3 +90,5 @@ class ServerProcess:
     def stop(self) -> None:
         end(self.proc, 20)
         self.log.close()
+        if self._store is not None:
+            self._store.cleanup()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -152,7 +151,7 @@ async def test_unreachable_connection_fails_with_a_clear_error(page):
     assert message.startswith("ice_failed") and "TURN" in message
 
 
-async def test_upload_a_clip_wait_for_it_then_speak_with_the_persons_face(page, tmp_path):
+async def test_upload_a_clip_wait_for_it_then_speak_with_the_persons_face(page, server, tmp_path):
     """A clip of a real person: the page shows the preparation's progress, offers the new
     avatar, and the video shows that person (their own pixels, in the clip's framing) with a
     mouth that moves more while speaking than in silence."""
@@ -170,7 +169,7 @@ async def test_upload_a_clip_wait_for_it_then_speak_with_the_persons_face(page, 
     await connect(page)
     silent = [await video_frame(page) for _ in range(12)]
     cv2.imwrite(str(ARTIFACTS / "demo-video-avatar.png"), cv2.cvtColor(silent[0], cv2.COLOR_RGB2BGR))
-    crop = prepared_crop(Path.home() / ".cache" / "avatar-server" / "avatars", avatar_id)
+    crop = prepared_crop(server.avatars_dir, avatar_id)
     assert nearest_clip_frame_error(silent[0], clip, crop) < 8, "the video does not show the person of the clip"
     assert face_difference(silent[0], DEFAULT_AVATAR) > 25
     await page.get_by_test_id("speak-text").fill("Papa bought a big blue map, and we all looked at it together.")
