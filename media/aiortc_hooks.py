@@ -25,15 +25,16 @@ def give_encoder(sender: Any, make: Callable[[Any], Any]) -> bool:
     aiortc would make its own: aiortc has no setting for its encoders (x264's default preset
     and a keyframe on every REMB change: server/stream/encoder.py), and makes them without
     knowing whose track they serve. Wraps `sender._next_encoded_frame(codec)`, which asks
-    for the encoder the first time it is None."""
+    for the encoder the first time it is None, for its first call only: later frames go
+    straight to aiortc's own method."""
     if not hasattr(sender, ENCODER):
         logger.warning("this aiortc keeps its encoders elsewhere: video uses aiortc's own encoder")
         return False
 
     def wrap(next_frame: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         async def with_ours(codec: Any) -> Any:
-            if getattr(sender, ENCODER) is None:
-                setattr(sender, ENCODER, make(codec))
+            setattr(sender, ENCODER, make(codec))
+            del sender._next_encoded_frame  # the class's method again, from the next frame on
             return await next_frame(codec)
         return with_ours
 

@@ -97,6 +97,8 @@ async def test_a_session_sender_encodes_h264_with_ours_following_its_tracks_cont
         assert await sender._next_encoded_frame(codec) is not None
         encoder = getattr(sender, aiortc_hooks.ENCODER)
         assert type(encoder) is made
+        assert await sender._next_encoded_frame(codec) is not None  # later frames: aiortc's own path
+        assert getattr(sender, aiortc_hooks.ENCODER) is encoder, "made once, kept"
         if made is RealtimeH264Encoder:
             assert encoder.control is control
             encoder.target_bitrate = 500_000  # a receiver's estimate, as aiortc hands it on
